@@ -1,0 +1,5 @@
+import sys
+
+from tf_posenc.cli import main
+
+sys.exit(main())
