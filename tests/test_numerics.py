@@ -1,0 +1,177 @@
+"""Exactness at every position up to 2**20 in every dtype, and costs that do not grow with `position`."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from helpers import run_python
+from reference import reference_table
+
+from tf_posenc import PositionalEncoding, positional_encoding
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+ALL_POSITIONS = 2**20
+# One unit in the last place at 1.0 of each output dtype. Float64 output has no
+# rounding step to hide behind: two float64 evaluations of an angle near 2**20 rad
+# may differ in its last bit (~1e-10 rad), which bounds any agreement.
+BOUND = {"float32": 2**-23, "mixed_float16": 2**-10, "mixed_bfloat16": 2**-7, "float64": 1e-9}
+COMPUTE_DTYPE = {"float32": "float32", "mixed_float16": "float16", "mixed_bfloat16": "bfloat16",
+                 "float64": "float64"}
+
+
+@pytest.fixture(scope="module")
+def reference_all_positions():
+    return reference_table(np.arange(ALL_POSITIONS), 8)
+
+
+def encoding_added_by(layer, seq_len, d_model, dynamic):
+    zeros = tf.zeros((1, seq_len, d_model), layer.compute_dtype)
+    if dynamic:
+        spec = tf.TensorSpec((None, None, d_model), layer.compute_dtype)
+        call = tf.function(layer, input_signature=[spec])
+    else:
+        call = layer
+    added = call(zeros)
+    assert added.dtype == layer.compute_dtype
+    return tf.cast(added, tf.float64).numpy()[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static-shape", "none-shape"])
+def test_layer_is_exact_at_every_position_below_2_20(policy, dynamic, reference_all_positions):
+    layer = PositionalEncoding(ALL_POSITIONS, 8, dtype=policy)
+    added = encoding_added_by(layer, ALL_POSITIONS, 8, dynamic)
+    error = np.abs(added - reference_all_positions)
+    assert error.max() <= BOUND[policy]
+    # Rounded once from float64: the nearest representable value almost everywhere.
+    nearest = tf.cast(tf.constant(reference_all_positions), COMPUTE_DTYPE[policy])
+    agreement = np.mean(added == tf.cast(nearest, tf.float64).numpy())
+    assert agreement > 0.999
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+def test_positional_encoding_is_exact_at_every_position_below_2_20(dtype, reference_all_positions):
+    table = positional_encoding(ALL_POSITIONS, 8, dtype=dtype)
+    assert table.dtype == dtype
+    error = np.abs(tf.cast(table, tf.float64).numpy()[0] - reference_all_positions)
+    policy = {"float16": "mixed_float16", "bfloat16": "mixed_bfloat16"}.get(dtype, dtype)
+    assert error.max() <= BOUND[policy]
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16", "float64"])
+def test_pos_encoding_is_exact_in_the_compute_dtype(policy):
+    layer = PositionalEncoding(4096, 64, dtype=policy)
+    table = layer.pos_encoding
+    assert table.dtype == COMPUTE_DTYPE[policy]
+    error = np.abs(tf.cast(table, tf.float64).numpy()[0] - reference_table(np.arange(4096), 64))
+    assert error.max() <= BOUND[policy]
+
+
+@pytest.mark.parametrize("d_model", [6, 64, 513, 1024], ids=lambda d: f"d{d}")
+def test_wide_encodings_are_exact_at_scattered_large_positions(d_model):
+    positions = np.random.default_rng(d_model).integers(0, ALL_POSITIONS, size=300)
+    layer = PositionalEncoding(ALL_POSITIONS, d_model)
+    added = layer(tf.zeros((1, 300, d_model)), positions=positions).numpy()[0]
+    assert np.abs(added - reference_table(positions, d_model)).max() <= BOUND["float32"]
+
+
+def test_positions_never_pass_through_16_bit_floats():
+    # Position 2049 is not a float16 number (it would round to 2048), nor 257 a bfloat16 one.
+    for policy, position in (("mixed_float16", 2049), ("mixed_bfloat16", 257)):
+        layer = PositionalEncoding(4096, 4, dtype=policy)
+        added = layer(tf.zeros((1, 1, 4), COMPUTE_DTYPE[policy]), start_index=position)
+        rounded = tf.cast(tf.constant(reference_table([position], 4)), COMPUTE_DTYPE[policy])
+        np.testing.assert_array_equal(added.numpy()[0], rounded.numpy())
+        neighbour = tf.cast(tf.constant(reference_table([position - 1], 4)), COMPUTE_DTYPE[policy])
+        assert not np.array_equal(added.numpy()[0], neighbour.numpy())
+
+
+MEMORY_PROBE = """
+import json, resource, time
+import numpy as np, tensorflow as tf, tf_posenc
+
+def peak_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+warm = tf_posenc.PositionalEncoding(16, 1024)
+warm(tf.zeros((2, 8, 1024)))
+tf.function(warm, input_signature=[tf.TensorSpec((None, None, 1024))])(tf.zeros((2, 8, 1024)))
+x = tf.zeros((2, 128, 1024))
+before = peak_mib()
+started = time.perf_counter()
+layer = tf_posenc.PositionalEncoding(2**20, 1024)
+eager = layer(x, start_index=2**20 - 128)
+serve = tf.function(layer, input_signature=[tf.TensorSpec((None, None, 1024))])
+traced = serve(x)
+seconds = time.perf_counter() - started
+huge = tf_posenc.PositionalEncoding.from_config({"position": 10**12, "d_model": 64})
+far = huge(tf.zeros((1, 16, 64)), start_index=10**12 - 16)
+print(json.dumps({
+    "extra_mib": peak_mib() - before,
+    "seconds": seconds,
+    "eager": eager.numpy()[0].tolist(),
+    "traced": traced.numpy()[0, :4].tolist(),
+    "far": far.numpy()[0].tolist(),
+}))
+"""
+
+
+@pytest.mark.slow
+def test_a_million_positions_cost_no_table(tmp_path):
+    result = json.loads(run_python(MEMORY_PROBE, tmp_path).strip().splitlines()[-1])
+    assert result["extra_mib"] < 100, result["extra_mib"]
+    last_rows = reference_table(np.arange(2**20 - 128, 2**20), 1024)
+    assert np.abs(np.array(result["eager"]) - last_rows).max() <= 2**-23
+    assert np.abs(np.array(result["traced"]) - reference_table(np.arange(4), 1024)).max() <= 2**-23
+    # At 10**12 the float64 angle itself carries ~1e-4 of rounding; what matters is
+    # that the layer answers at once with the formula's values instead of building a table.
+    far_rows = reference_table(np.arange(10**12 - 16, 10**12), 64)
+    assert np.abs(np.array(result["far"]) - far_rows).max() < 1e-3
+
+
+ARTIFACT_PROBE = """
+import sys
+sys.modules["tf_posenc"] = None
+sys.path.insert(0, {tests!r})
+import json, numpy as np, tensorflow as tf
+from reference import reference_table
+served = tf.saved_model.load("exported")
+errors = {{}}
+for seq_len in (1, 4097, 65536):
+    added = served.serve(tf.zeros((1, seq_len, 1024))).numpy()[0]
+    errors[seq_len] = float(np.abs(added - reference_table(np.arange(seq_len), 1024)).max())
+print(json.dumps(errors))
+"""
+
+
+@pytest.mark.slow
+def test_large_position_models_save_and_export_small_and_exact(tmp_path):
+    inputs = keras.Input((None, 1024))
+    model = keras.Model(inputs, PositionalEncoding(65536, 1024)(inputs))
+    model.save(tmp_path / "model.keras")
+    model.export(str(tmp_path / "exported"), verbose=False)
+    export_bytes = sum(p.stat().st_size for p in (tmp_path / "exported").rglob("*") if p.is_file())
+    assert os.path.getsize(tmp_path / "model.keras") <= 2**20
+    assert export_bytes <= 2**20
+    errors = json.loads(run_python(ARTIFACT_PROBE.format(tests=TESTS), tmp_path).splitlines()[-1])
+    assert set(errors) == {"1", "4097", "65536"}
+    assert max(errors.values()) <= 2**-23
+    reloaded = keras.models.load_model(tmp_path / "model.keras")
+    added = reloaded(tf.zeros((1, 3000, 1024))).numpy()[0]
+    assert np.abs(added - reference_table(np.arange(3000), 1024)).max() <= 2**-23
+
+
+@pytest.mark.parametrize("start_index", [0, 5, 31], ids=lambda s: f"start{s}")
+def test_call_equals_input_plus_table_slice(start_index):
+    layer = PositionalEncoding(64, 32)
+    x = np.random.default_rng(start_index).normal(size=(2, 33, 32)).astype("float32")
+    table = layer.pos_encoding.numpy()
+    expected = x + table[:, start_index:start_index + 33, :]
+    np.testing.assert_array_equal(layer(x, start_index=start_index).numpy(), expected)
+    traced = tf.function(lambda x, s: layer(x, start_index=s))(x, tf.constant(start_index))
+    np.testing.assert_allclose(traced.numpy(), expected, atol=2**-22)
