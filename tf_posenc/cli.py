@@ -1,4 +1,4 @@
-"""`python -m tf_posenc`: the word-order demo and the heatmap plot."""
+"""`python -m tf_posenc`: the word-order demo (`demo`) and the heatmap (`plot`)."""
 
 import argparse
 import json
@@ -25,6 +25,30 @@ def _run_demo(args):
     return 0 if results["saved_model_serves_same_predictions"] else 1
 
 
+def _wavelength(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number greater than 1, received {text!r}") from None
+    if not value > 1:
+        raise argparse.ArgumentTypeError(f"expected a number greater than 1, received {text!r}")
+    return int(value) if value.is_integer() else value
+
+
+def _run_plot(args):
+    try:
+        from tf_posenc.plotting import plot_positional_encoding
+
+        figure = plot_positional_encoding(args.position, args.d_model,
+                                          max_wavelength=args.max_wavelength, layout=args.layout)
+        figure.savefig(args.out, dpi=args.dpi)
+    except (ImportError, ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.out}")
+    return 0
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="python -m tf_posenc",
@@ -46,6 +70,28 @@ def build_parser():
     demo.add_argument("--json", action="store_true",
                       help="print the results as one JSON object on the last line")
     demo.set_defaults(handler=_run_demo)
+
+    plot = commands.add_parser(
+        "plot",
+        help="write the position x depth heatmap of the encoding to an image file",
+        description="Draws the positional encoding table as a heatmap (rows: positions, "
+                    "columns: depths) and saves it; the file type follows the extension.",
+    )
+    plot.add_argument("--position", type=_positive_int, default=50,
+                      help="number of positions, the rows of the heatmap (default: 50)")
+    plot.add_argument("--d-model", type=_positive_int, default=512,
+                      help="width of the encoding, the columns of the heatmap (default: 512)")
+    plot.add_argument("--layout", choices=("interleave", "concat"), default="interleave",
+                      help="interleave: sin on even columns, cos on odd ones, as in the paper; "
+                           "concat: all sines, then all cosines (default: interleave)")
+    plot.add_argument("--max-wavelength", type=_wavelength, default=10000,
+                      help="base of the geometric progression of wavelengths (default: 10000)")
+    plot.add_argument("--dpi", type=_positive_int, default=100,
+                      help="resolution of the image in dots per inch (default: 100)")
+    plot.add_argument("--out", default="positional_encoding.png",
+                      help="where to write the image; .png, .svg or .pdf "
+                           "(default: positional_encoding.png)")
+    plot.set_defaults(handler=_run_plot)
     return parser
 
 

@@ -1,0 +1,252 @@
+"""Side-by-side benchmark: tf_posenc, keras-hub's SinePositionEncoding, and the tutorial's table.
+
+    pip install -e ".[bench]"
+    python benchmarks/benchmark.py            # prints Markdown tables
+    python benchmarks/benchmark.py --quick    # fewer repetitions, no 65536-position builds
+
+Measures, for each implementation: the largest difference from the float64 formula under
+each dtype policy; call time as a ratio to a bare `x + table[:, :seq_len, :]` in a
+tf.function, with static and `None` sequence lengths, with and without XLA; build time and
+peak memory for large `position`; SavedModel and `.keras` sizes.
+"""
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import tf_posenc  # noqa: E402
+
+IMPLEMENTATIONS = ("tf_posenc", "keras_hub", "tutorial_table")
+
+
+class TutorialTable(keras.layers.Layer):
+    """The precomputed-table design of the tutorials: a float32 table built in TF, sliced per call."""
+
+    def __init__(self, position, d_model, **kwargs):
+        super().__init__(**kwargs)
+        self.position, self.d_model = position, d_model
+        column = tf.range(d_model, dtype=tf.float32)[tf.newaxis, :]
+        rates = 1 / tf.pow(10000.0, (2 * (column // 2)) / tf.cast(d_model, tf.float32))
+        angles = tf.range(position, dtype=tf.float32)[:, tf.newaxis] * rates
+        is_odd = tf.cast(tf.range(d_model) % 2, tf.bool)
+        table = tf.where(is_odd, tf.cos(angles), tf.sin(angles))
+        self.pos_encoding = table[tf.newaxis]
+
+    def call(self, inputs):
+        return inputs + self.pos_encoding[:, : tf.shape(inputs)[1], :]
+
+    def get_config(self):
+        return {**super().get_config(), "position": self.position, "d_model": self.d_model}
+
+
+class KerasHubAdd(keras.layers.Layer):
+    """keras-hub's SinePositionEncoding returns the encoding; models add it to their inputs."""
+
+    def __init__(self, position, d_model, **kwargs):
+        super().__init__(**kwargs)
+        import keras_hub
+
+        self.position, self.d_model = position, d_model
+        self.encode = keras_hub.layers.SinePositionEncoding(dtype=kwargs.get("dtype"))
+
+    def call(self, inputs):
+        return inputs + self.encode(inputs)
+
+    def get_config(self):
+        return {**super().get_config(), "position": self.position, "d_model": self.d_model}
+
+
+def make_layer(name, position, d_model, dtype=None):
+    if name == "tf_posenc":
+        return tf_posenc.PositionalEncoding(position, d_model, dtype=dtype)
+    if name == "keras_hub":
+        return KerasHubAdd(position, d_model, dtype=dtype)
+    return TutorialTable(position, d_model, dtype=dtype)
+
+
+def float64_formula(position, d_model):
+    angles = np.arange(position, dtype=np.float64)[:, None] / np.power(
+        10000.0, 2 * (np.arange(d_model) // 2) / d_model)
+    return np.where(np.arange(d_model) % 2 == 1, np.cos(angles), np.sin(angles))
+
+
+def accuracy_rows(positions_list, d_model):
+    rows = []
+    for position in positions_list:
+        reference = float64_formula(position, d_model)
+        for policy in ("float32", "mixed_float16", "mixed_bfloat16"):
+            row = {"position": position, "policy": policy}
+            for name in IMPLEMENTATIONS:
+                layer = make_layer(name, position, d_model, dtype=policy)
+                zeros = tf.zeros((1, position, d_model), layer.compute_dtype)
+                try:
+                    added = tf.cast(layer(zeros), tf.float64).numpy()[0]
+                    error = np.abs(added - reference).max()
+                    row[name] = "NaN" if np.isnan(error) else f"{error:.2g}"
+                except Exception as failure:  # the tutorial table is float32 only
+                    row[name] = "fails: " + type(failure).__name__
+            rows.append(row)
+    return rows
+
+
+def time_call(function, x, repeats):
+    function(x)
+    function(x)
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for _ in range(10):
+            result = function(x)
+        result.numpy()
+        best = min(best, (time.perf_counter() - started) / 10)
+    return best
+
+
+def bare_add(table):
+    return lambda x: x + table[:, : tf.shape(x)[1], :]
+
+
+def speed_rows(shapes, repeats):
+    rows = []
+    for batch, seq_len, d_model, position in shapes:
+        x = tf.random.normal((batch, seq_len, d_model))
+        table = tf.constant(float64_formula(seq_len, d_model)[None].astype("float32"))
+        for jit in (False, True):
+            for dynamic in (False, True):
+                spec = [tf.TensorSpec((None, None, d_model))] if dynamic else None
+                bare = tf.function(bare_add(table), jit_compile=jit, input_signature=spec)
+                bare_seconds = time_call(bare, x, repeats)
+                row = {"shape": f"({batch}, {seq_len}, {d_model}), position={position}",
+                       "mode": ("XLA" if jit else "graph") + (", None length" if dynamic else ""),
+                       "bare add (ms)": f"{bare_seconds * 1e3:.2f}"}
+                for name in IMPLEMENTATIONS:
+                    layer = make_layer(name, position, d_model)
+                    function = tf.function(layer, jit_compile=jit, input_signature=spec)
+                    row[name] = f"{time_call(function, x, repeats) / bare_seconds:.2f}x"
+                rows.append(row)
+    return rows
+
+
+BUILD_PROBE = """
+import json, os, resource, sys, time
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+sys.path.insert(0, {here!r})
+import tensorflow as tf
+import benchmark
+name, position, d_model = {name!r}, {position}, {d_model}
+x = tf.zeros((2, 128, d_model))
+# Load the kernels first, with a different shape so that nothing computed is reused.
+benchmark.make_layer(name, 256, d_model)(tf.zeros((2, 64, d_model)))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+started = time.perf_counter()
+layer = benchmark.make_layer(name, position, d_model)
+layer(x).numpy()
+seconds = time.perf_counter() - started
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({{"seconds": seconds, "mib": (after - before) / 1024}}))
+"""
+
+
+def run_probe(code, timeout=900):
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               timeout=timeout)
+    if completed.returncode:
+        return None
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def build_rows(configs):
+    here = os.path.dirname(os.path.abspath(__file__))
+    rows = []
+    for position, d_model, skip in configs:
+        row = {"position x d_model": f"{position} x {d_model}"}
+        for name in IMPLEMENTATIONS:
+            if name in skip:
+                row[name] = skip[name]
+                continue
+            result = run_probe(BUILD_PROBE.format(here=here, name=name, position=position,
+                                                  d_model=d_model))
+            row[name] = ("failed" if result is None
+                         else f"{result['seconds']:.2f} s, {result['mib']:.0f} MiB")
+        rows.append(row)
+    return rows
+
+
+def folder_bytes(path):
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(root, name))
+               for root, _, names in os.walk(path) for name in names)
+
+
+def artifact_rows(position, d_model):
+    rows = []
+    for name in IMPLEMENTATIONS:
+        inputs = keras.Input((None, d_model))
+        model = keras.Model(inputs, make_layer(name, position, d_model)(inputs))
+        with tempfile.TemporaryDirectory() as folder:
+            model.save(os.path.join(folder, "model.keras"))
+            model.export(os.path.join(folder, "exported"), verbose=False)
+            rows.append({
+                "implementation": name,
+                "model": f"Input((None, {d_model})) -> layer(position={position})",
+                ".keras": f"{folder_bytes(os.path.join(folder, 'model.keras')) / 2**20:.3f} MiB",
+                "SavedModel": f"{folder_bytes(os.path.join(folder, 'exported')) / 2**20:.3f} MiB",
+            })
+    return rows
+
+
+def markdown(rows):
+    header = list(rows[0])
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(row[key]) for key in header) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def machine():
+    model = "unknown CPU"
+    if os.path.exists("/proc/cpuinfo"):
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (f"{model}, {os.cpu_count()} cores, {memory:.0f} GiB, no GPU; Python "
+            f"{platform.python_version()}, TensorFlow {tf.__version__}, Keras {keras.__version__}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions and sizes")
+    args = parser.parse_args()
+    repeats = 3 if args.quick else 7
+    tutorial_too_big = {"tutorial_table": "not run: its float64 scratch needs > 24 GiB"}
+    print(f"Machine: {machine()}\n")
+    print("### Largest |encoding - float64 formula| (d_model=128)\n")
+    print(markdown(accuracy_rows([512, 131072] if not args.quick else [512], 128)))
+    print("\n### Call time, ratio to a bare `x + table[:, :seq_len, :]` in the same mode\n")
+    shapes = [(32, 512, 512, 2048), (8, 2048, 256, 8192)]
+    print(markdown(speed_rows(shapes if not args.quick else shapes[:1], repeats)))
+    print("\n### Build and first call on (2, 128, d_model): time and extra peak memory\n")
+    configs = [(65536, 1024, {}), (2**20, 1024, tutorial_too_big)]
+    print(markdown(build_rows(configs if not args.quick else configs[1:])))
+    print("\n### Saved sizes\n")
+    print(markdown(artifact_rows(65536 if not args.quick else 8192, 1024)))
+    print(f"\nPeak memory of this process: "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB")
+
+
+if __name__ == "__main__":
+    main()

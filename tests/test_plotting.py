@@ -1,0 +1,97 @@
+import os
+import subprocess
+import sys
+
+import matplotlib
+import numpy as np
+import pytest
+
+from tf_posenc import plot_positional_encoding, plot_similarity
+from tf_posenc.cli import main
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def test_heatmap_returns_figure_with_labelled_axes_and_colorbar():
+    figure = plot_positional_encoding(50, 512)
+    heatmap, colorbar = figure.axes
+    assert heatmap.get_xlabel() == "Depth (embedding dimension)"
+    assert heatmap.get_ylabel() == "Position"
+    assert colorbar.get_ylabel() == "PE(pos, i)"
+    mesh = heatmap.collections[0]
+    values = np.asarray(mesh.get_array()).reshape(50, 512)
+    np.testing.assert_allclose(values[1, :2], [np.sin(1), np.cos(1)], atol=1e-7)
+
+
+def test_heatmap_draws_on_given_axes():
+    figure, ax = plt.subplots()
+    assert plot_positional_encoding(10, 8, ax=ax, layout="concat") is figure
+    values = np.asarray(ax.collections[0].get_array()).reshape(10, 8)
+    np.testing.assert_allclose(values[3, [0, 4]], [np.sin(3), np.cos(3)], atol=1e-7)
+
+
+def test_similarity_depends_on_distance_only():
+    figure = plot_similarity(64, 16, reference_positions=(0, 20))
+    ax = figure.axes[0]
+    curve, from_zero, from_twenty = ax.get_lines()
+    assert ax.get_xlabel() == "Distance q - p"
+    formula = dict(zip(curve.get_xdata(), curve.get_ydata(), strict=True))
+    for markers in (from_zero, from_twenty):
+        for distance, value in zip(markers.get_xdata(), markers.get_ydata(), strict=True):
+            assert value == pytest.approx(formula[distance], abs=1e-9)
+    assert max(formula, key=formula.get) == 0
+
+
+def test_similarity_rejects_reference_outside_range():
+    with pytest.raises(ValueError, match=r"`reference_positions` must be in \[0, position\)"):
+        plot_similarity(10, 8, reference_positions=(10,))
+
+
+def test_plot_command_writes_png(tmp_path):
+    out = tmp_path / "pe.png"
+    assert main(["plot", "--position", "50", "--d-model", "512", "--out", str(out)]) == 0
+    with open(out, "rb") as image:
+        assert image.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert os.path.getsize(out) > 10_000
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [(["--position", "0"], "argument --position: expected a positive integer, received '0'"),
+     (["--d-model", "abc"], "argument --d-model: expected a positive integer, received 'abc'"),
+     (["--max-wavelength", "1"], "argument --max-wavelength: expected a number greater than 1"),
+     (["--layout", "halves"], "argument --layout: invalid choice: 'halves'")],
+    ids=["position", "d-model", "wavelength", "layout"],
+)
+def test_plot_command_rejects_bad_values_in_one_line(arguments, message, tmp_path):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    completed = subprocess.run(
+        [sys.executable, "-m", "tf_posenc", "plot", *arguments, "--out", str(tmp_path / "x.png")],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert completed.returncode == 2
+    assert message in completed.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in completed.stderr
+
+
+def test_plot_command_reports_unusable_values_without_traceback(tmp_path, capsys):
+    assert main(["plot", "--d-model", "7", "--layout", "concat",
+                 "--out", str(tmp_path / "x.png")]) == 1
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: `layout='concat'` needs an even `d_model`")
+    assert len(error.splitlines()) == 1
+
+
+def test_plot_command_help_explains_every_option(capsys):
+    with pytest.raises(SystemExit):
+        main(["plot", "--help"])
+    text = capsys.readouterr().out
+    for option in ("--position", "--d-model", "--layout", "--max-wavelength", "--dpi", "--out"):
+        assert option in text

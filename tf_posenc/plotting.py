@@ -1,0 +1,107 @@
+"""Pictures of the encoding: the position x depth heatmap and similarity against distance.
+
+matplotlib is the optional `plot` extra (`pip install "tf_posenc[plot]"`); it is imported
+only when a plot is asked for.
+"""
+
+import numpy as np
+
+from tf_posenc import _validation, encoding
+
+
+def _pyplot():
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as missing:
+        raise ImportError(
+            "Plotting needs matplotlib, which is the optional `plot` extra of tf_posenc. "
+            'Install it with: pip install "tf_posenc[plot]"'
+        ) from missing
+    return plt
+
+
+def _figure_and_axes(ax, figsize):
+    if ax is not None:
+        return ax.figure, ax
+    figure, ax = _pyplot().subplots(figsize=figsize, layout="constrained")
+    return figure, ax
+
+
+def plot_positional_encoding(position, d_model, ax=None, max_wavelength=10000,
+                             layout="interleave", cmap="RdBu"):
+    """Draws the `(position, d_model)` encoding table as a heatmap.
+
+    Rows are positions and columns are depths (embedding dimensions): columns on
+    the left oscillate fast from one position to the next, columns on the right
+    barely move.
+
+    Args:
+        position: Integer. Number of positions (rows) to draw.
+        d_model: Integer. Width of the encoding (columns).
+        ax: Optional matplotlib `Axes` to draw on; a new figure is made if `None`.
+        max_wavelength: Number. The base of the wavelengths. Defaults to `10000`.
+        layout: `"interleave"` or `"concat"`. Defaults to `"interleave"`.
+        cmap: A matplotlib colormap name. Defaults to `"RdBu"`.
+
+    Returns:
+        The matplotlib `Figure` holding the plot.
+
+    Example:
+
+    >>> figure = plot_positional_encoding(50, 512)
+    >>> figure.savefig("pe.png")
+    """
+    table = encoding.positional_encoding(
+        position, d_model, max_wavelength=max_wavelength, layout=layout
+    ).numpy()[0]
+    figure, ax = _figure_and_axes(ax, figsize=(10, 6))
+    mesh = ax.pcolormesh(table, cmap=cmap, vmin=-1, vmax=1)
+    ax.set_xlabel("Depth (embedding dimension)")
+    ax.set_ylabel("Position")
+    ax.set_title(f"Sinusoidal positional encoding (position={position}, d_model={d_model})")
+    figure.colorbar(mesh, ax=ax, label="PE(pos, i)")
+    return figure
+
+
+def plot_similarity(position, d_model, ax=None, max_wavelength=10000, reference_positions=(0,)):
+    """Plots the dot product PE(p) . PE(q) against the distance q - p.
+
+    For an even `d_model` the dot product is sum_k cos((q - p) * w_k): it depends on
+    the distance only, not on where the pair sits, and it is largest at distance 0.
+    The curve is drawn from that formula, and the markers are dot products of actual
+    rows taken at each of `reference_positions`, so the plot shows both.
+
+    Args:
+        position: Integer. Positions 0 .. position - 1 are compared.
+        d_model: Integer. Width of the encoding.
+        ax: Optional matplotlib `Axes`; a new figure is made if `None`.
+        max_wavelength: Number. Defaults to `10000`.
+        reference_positions: Positions p whose row is compared with every row q.
+            Defaults to `(0,)`.
+
+    Returns:
+        The matplotlib `Figure` holding the plot.
+    """
+    position = _validation.positive_int("position", position)
+    d_model = _validation.positive_int("d_model", d_model)
+    for reference in reference_positions:
+        if not 0 <= reference < position:
+            raise ValueError(
+                "Every entry of `reference_positions` must be in [0, position). "
+                f"Received: reference_positions={tuple(reference_positions)!r} with "
+                f"position={position}"
+            )
+    rows = encoding.sinusoids(np.arange(position), d_model, max_wavelength)
+    figure, ax = _figure_and_axes(ax, figsize=(8, 4.5))
+    distances = np.arange(-position + 1, position)
+    paired = encoding.frequencies(d_model, max_wavelength)[: d_model // 2]
+    predicted = np.cos(np.multiply.outer(distances, paired)).sum(axis=1)
+    ax.plot(distances, predicted, color="black", linewidth=1, label="sum_k cos((q - p) w_k)")
+    for reference in reference_positions:
+        ax.plot(np.arange(position) - reference, rows @ rows[reference], ".", markersize=3,
+                label=f"PE({reference}) . PE(q)")
+    ax.set_xlabel("Distance q - p")
+    ax.set_ylabel("Dot product PE(p) . PE(q)")
+    ax.set_title(f"Similarity of encodings against distance (d_model={d_model})")
+    ax.legend()
+    return figure
