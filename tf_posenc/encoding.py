@@ -70,14 +70,23 @@ def sinusoids(positions, d_model, max_wavelength=10000, layout="interleave"):
     return table[..., column_order(d_model, layout)]
 
 
-def sinusoids_tensor(positions, d_model, max_wavelength=10000, layout="interleave", dtype="float32"):
+def sinusoids_tensor(positions, d_model, max_wavelength=10000, layout="interleave", dtype="float32",
+                     position=None):
     """TensorFlow twin of `sinusoids` for positions only known when the graph runs.
 
     Integer `positions` are converted straight to float64, and the result is
-    rounded once to `dtype`.
+    rounded once to `dtype`. Inside `float32_only()` the same values come from
+    float32 arithmetic instead (see `tf_posenc.exact_float32`); that route needs
+    `position`, the bound on `positions`.
     """
-    angles = tf.cast(positions, tf.float64)[..., tf.newaxis] * frequencies(d_model, max_wavelength)
-    table = tf.concat([tf.sin(angles), tf.cos(angles)], axis=-1)
+    from tf_posenc import exact_float32
+
+    if exact_float32.is_active():
+        sines, cosines = exact_float32.sines_cosines(positions, position, d_model, max_wavelength)
+    else:
+        angles = tf.cast(positions, tf.float64)[..., tf.newaxis] * frequencies(d_model, max_wavelength)
+        sines, cosines = tf.sin(angles), tf.cos(angles)
+    table = tf.concat([sines, cosines], axis=-1)
     if layout != "concat":
         table = tf.gather(table, column_order(d_model, layout), axis=-1)
     return tf.cast(table, dtype)

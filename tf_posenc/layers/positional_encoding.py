@@ -170,7 +170,8 @@ class PositionalEncoding(keras.layers.Layer):
         ]
         with tf.control_dependencies(checks):
             return encoding.sinusoids_tensor(
-                positions, self.d_model, self.max_wavelength, self.layout, self.compute_dtype
+                positions, self.d_model, self.max_wavelength, self.layout, self.compute_dtype,
+                position=self.position,
             )
 
     @staticmethod
