@@ -11,10 +11,10 @@ peak memory for large `position`; SavedModel and `.keras` sizes.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -28,7 +28,7 @@ import tensorflow as tf  # noqa: E402
 
 import tf_posenc  # noqa: E402
 
-IMPLEMENTATIONS = ("tf_posenc", "keras_hub", "tutorial_table")
+IMPLEMENTATIONS = ("tf_posenc", "tf_posenc float32_only", "keras_hub", "tutorial_table")
 
 
 class TutorialTable(keras.layers.Layer):
@@ -69,7 +69,7 @@ class KerasHubAdd(keras.layers.Layer):
 
 
 def make_layer(name, position, d_model, dtype=None):
-    if name == "tf_posenc":
+    if name.startswith("tf_posenc"):
         return tf_posenc.PositionalEncoding(position, d_model, dtype=dtype)
     if name == "keras_hub":
         return KerasHubAdd(position, d_model, dtype=dtype)
@@ -91,14 +91,24 @@ def accuracy_rows(positions_list, d_model):
             for name in IMPLEMENTATIONS:
                 layer = make_layer(name, position, d_model, dtype=policy)
                 zeros = tf.zeros((1, position, d_model), layer.compute_dtype)
+                spec = [tf.TensorSpec((None, None, d_model), layer.compute_dtype)]
                 try:
-                    added = tf.cast(layer(zeros), tf.float64).numpy()[0]
+                    added = traced(name, layer, zeros, input_signature=spec)(zeros)
+                    added = tf.cast(added, tf.float64).numpy()[0]
                     error = np.abs(added - reference).max()
                     row[name] = "NaN" if np.isnan(error) else f"{error:.2g}"
                 except Exception as failure:  # the tutorial table is float32 only
                     row[name] = "fails: " + type(failure).__name__
             rows.append(row)
     return rows
+
+
+def traced(name, layer, example, jit_compile=False, input_signature=None):
+    """`layer` as a tf.function, traced on `example` (inside `float32_only` where asked)."""
+    function = tf.function(layer, jit_compile=jit_compile, input_signature=input_signature)
+    with tf_posenc.float32_only() if name.endswith("float32_only") else contextlib.nullcontext():
+        function(example)
+    return function
 
 
 def time_call(function, x, repeats):
@@ -132,15 +142,14 @@ def speed_rows(shapes, repeats):
                        "mode": ("XLA" if jit else "graph") + (", None length" if dynamic else ""),
                        "bare add (ms)": f"{bare_seconds * 1e3:.2f}"}
                 for name in IMPLEMENTATIONS:
-                    layer = make_layer(name, position, d_model)
-                    function = tf.function(layer, jit_compile=jit, input_signature=spec)
+                    function = traced(name, make_layer(name, position, d_model), x, jit, spec)
                     row[name] = f"{time_call(function, x, repeats) / bare_seconds:.2f}x"
                 rows.append(row)
     return rows
 
 
 BUILD_PROBE = """
-import json, os, resource, sys, time
+import json, os, sys, time
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 sys.path.insert(0, {here!r})
 import tensorflow as tf
@@ -149,14 +158,26 @@ name, position, d_model = {name!r}, {position}, {d_model}
 x = tf.zeros((2, 128, d_model))
 # Load the kernels first, with a different shape so that nothing computed is reused.
 benchmark.make_layer(name, 256, d_model)(tf.zeros((2, 64, d_model)))
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = benchmark.start_peak_measurement()
 started = time.perf_counter()
 layer = benchmark.make_layer(name, position, d_model)
 layer(x).numpy()
 seconds = time.perf_counter() - started
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({{"seconds": seconds, "mib": (after - before) / 1024}}))
+print(json.dumps({{"seconds": seconds, "mib": benchmark.status_mib("VmHWM") - before}}))
 """
+
+
+def status_mib(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+
+
+def start_peak_measurement():
+    """Resets this process's peak resident size (VmHWM) and returns the current size, in MiB."""
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
+    return status_mib("VmRSS")
 
 
 def run_probe(code, timeout=900):
@@ -173,6 +194,8 @@ def build_rows(configs):
     for position, d_model, skip in configs:
         row = {"position x d_model": f"{position} x {d_model}"}
         for name in IMPLEMENTATIONS:
+            if name.endswith("float32_only"):
+                continue
             if name in skip:
                 row[name] = skip[name]
                 continue
@@ -196,12 +219,13 @@ def artifact_rows(position, d_model):
     for name in IMPLEMENTATIONS:
         inputs = keras.Input((None, d_model))
         model = keras.Model(inputs, make_layer(name, position, d_model)(inputs))
-        with tempfile.TemporaryDirectory() as folder:
+        route = tf_posenc.float32_only() if name.endswith("float32_only") else contextlib.nullcontext()
+        with tempfile.TemporaryDirectory() as folder, route:
             model.save(os.path.join(folder, "model.keras"))
             model.export(os.path.join(folder, "exported"), verbose=False)
             rows.append({
                 "implementation": name,
-                "model": f"Input((None, {d_model})) -> layer(position={position})",
+                "model": f"Input((None, {d_model})) -> layer(position={position}, d_model={d_model})",
                 ".keras": f"{folder_bytes(os.path.join(folder, 'model.keras')) / 2**20:.3f} MiB",
                 "SavedModel": f"{folder_bytes(os.path.join(folder, 'exported')) / 2**20:.3f} MiB",
             })
@@ -234,7 +258,7 @@ def main():
     repeats = 3 if args.quick else 7
     tutorial_too_big = {"tutorial_table": "not run: its float64 scratch needs > 24 GiB"}
     print(f"Machine: {machine()}\n")
-    print("### Largest |encoding - float64 formula| (d_model=128)\n")
+    print("### Largest |encoding - float64 formula| (d_model=128, `None` sequence length)\n")
     print(markdown(accuracy_rows([512, 131072] if not args.quick else [512], 128)))
     print("\n### Call time, ratio to a bare `x + table[:, :seq_len, :]` in the same mode\n")
     shapes = [(32, 512, 512, 2048), (8, 2048, 256, 8192)]
@@ -244,8 +268,7 @@ def main():
     print(markdown(build_rows(configs if not args.quick else configs[1:])))
     print("\n### Saved sizes\n")
     print(markdown(artifact_rows(65536 if not args.quick else 8192, 1024)))
-    print(f"\nPeak memory of this process: "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB")
+    print(f"\nPeak memory of this process: {status_mib('VmHWM') / 1024:.1f} GiB")
 
 
 if __name__ == "__main__":

@@ -92,6 +92,50 @@ def sinusoids_tensor(positions, d_model, max_wavelength=10000, layout="interleav
     return tf.cast(table, dtype)
 
 
+def contiguous_sinusoids_tensor(start, length, d_model, max_wavelength=10000, layout="interleave",
+                                dtype="float32", position=None):
+    """Rows `start .. start + length - 1` (scalar int64 tensors), shape `(length, d_model)`.
+
+    Outside XLA, TensorFlow runs one kernel per operation and its float64 sine
+    costs several nanoseconds, so the rows come from far fewer sines: positions
+    are split into about sqrt(length) blocks of about sqrt(length) steps, and
+    sin/cos(block + step) follow from the angle-addition formulas, still in
+    float64. XLA fuses the plain formula into a single fast loop, and it would
+    copy the extra products once per batch row, so under XLA (and inside
+    `float32_only()`) the plain formula of `sinusoids_tensor` is used.
+    """
+    from tf_posenc import exact_float32
+
+    if exact_float32.is_active() or _in_xla_context():
+        return sinusoids_tensor(start + tf.range(length), d_model, max_wavelength, layout, dtype,
+                                position)
+    rates = frequencies(d_model, max_wavelength)
+    steps = tf.cast(tf.math.ceil(tf.sqrt(tf.cast(length, tf.float64))), tf.int64)
+    blocks = (length + steps - 1) // steps
+    block_angles = tf.cast(start + tf.range(blocks) * steps, tf.float64)[:, tf.newaxis, tf.newaxis]
+    step_angles = tf.cast(tf.range(steps), tf.float64)[tf.newaxis, :, tf.newaxis]
+    block_sin, block_cos = tf.sin(block_angles * rates), tf.cos(block_angles * rates)
+    step_sin, step_cos = tf.sin(step_angles * rates), tf.cos(step_angles * rates)
+    pairs = rates.shape[0]
+    sines = tf.reshape(block_sin * step_cos + block_cos * step_sin, (-1, pairs))[:length]
+    cosines = tf.reshape(block_cos * step_cos - block_sin * step_sin, (-1, pairs))[:length]
+    sines, cosines = tf.cast(sines, dtype), tf.cast(cosines, dtype)
+    if layout == "concat":
+        return tf.concat([sines, cosines], axis=-1)
+    interleaved = tf.reshape(tf.stack([sines, cosines], axis=-1), (length, 2 * pairs))
+    return interleaved[:, :d_model]
+
+
+def _in_xla_context():
+    """Whether the graph being traced will be compiled by XLA (`jit_compile=True`)."""
+    try:
+        from tensorflow.python.framework import ops
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:  # TensorFlow moved its internals; the plain route is correct anywhere.
+        return True
+    return control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
+
+
 def positional_encoding(position, d_model, max_wavelength=10000, layout="interleave", dtype="float32"):
     """The full encoding table, shape `(1, position, d_model)`, as a `tf.Tensor`.
 

@@ -141,7 +141,24 @@ class PositionalEncoding(keras.layers.Layer):
                 f"Received: start_index with shape {start_index.shape}"
             )
         seq_len = tf.shape(inputs, out_type=tf.int64)[1]
-        return self._rows_at(start_index + tf.range(seq_len), inputs)
+        checks = [
+            tf.debugging.assert_non_negative(
+                start_index, message="`start_index` must be non-negative."
+            ),
+            tf.debugging.assert_less_equal(
+                start_index + seq_len,
+                tf.constant(self.position, tf.int64),
+                message=(
+                    "The sequence is longer than `position`: start_index + seq_len must be at "
+                    f"most position={self.position}."
+                ),
+            ),
+        ]
+        with tf.control_dependencies(checks):
+            return encoding.contiguous_sinusoids_tensor(
+                start_index, seq_len, self.d_model, self.max_wavelength, self.layout,
+                self.compute_dtype, position=self.position,
+            )
 
     def _rows_at(self, positions, inputs):
         positions = self._integer_tensor("positions", positions)
