@@ -95,3 +95,27 @@ def test_plot_command_help_explains_every_option(capsys):
     text = capsys.readouterr().out
     for option in ("--position", "--d-model", "--layout", "--max-wavelength", "--dpi", "--out"):
         assert option in text
+
+
+WITHOUT_MATPLOTLIB = """
+import sys
+sys.modules["matplotlib"] = None
+import tf_posenc
+from tf_posenc.cli import main
+try:
+    tf_posenc.plot_positional_encoding(10, 8)
+except ImportError as error:
+    print("ImportError:", error)
+print("exit", main(["plot", "--out", "x.png"]))
+"""
+
+
+def test_missing_matplotlib_gives_a_clear_error(tmp_path):
+    completed = subprocess.run([sys.executable, "-c", WITHOUT_MATPLOTLIB], cwd=tmp_path,
+                               capture_output=True, text=True, timeout=120,
+                               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert 'pip install "tf_posenc[plot]"' in completed.stdout
+    assert completed.stdout.strip().endswith("exit 1")
+    assert completed.stderr.strip().splitlines()[-1].startswith("error: Plotting needs matplotlib")
+    assert not (tmp_path / "x.png").exists()

@@ -37,6 +37,14 @@ def wavelength(name, value):
     return value
 
 
+def input_shape(shape, rank, axes):
+    """Returns `shape` as a tuple, or raises if it does not have `rank` dimensions named `axes`."""
+    shape = tuple(shape)
+    if len(shape) != rank:
+        raise ValueError(f"`inputs` must have rank {rank}, {axes}. Received: inputs.shape={shape}")
+    return shape
+
+
 def layout(name, value, d_model):
     if value not in LAYOUTS:
         raise ValueError(f"`{name}` must be one of {LAYOUTS}. {_received(name, value)}")

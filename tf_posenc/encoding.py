@@ -79,7 +79,7 @@ def sinusoids_tensor(positions, d_model, max_wavelength=10000, layout="interleav
     float32 arithmetic instead (see `tf_posenc.exact_float32`); that route needs
     `position`, the bound on `positions`.
     """
-    from tf_posenc import exact_float32
+    from tf_posenc import exact_float32  # here, not on top: exact_float32 imports this module
 
     if exact_float32.is_active():
         sines, cosines = exact_float32.sines_cosines(positions, position, d_model, max_wavelength)
@@ -104,7 +104,7 @@ def contiguous_sinusoids_tensor(start, length, d_model, max_wavelength=10000, la
     copy the extra products once per batch row, so under XLA (and inside
     `float32_only()`) the plain formula of `sinusoids_tensor` is used.
     """
-    from tf_posenc import exact_float32
+    from tf_posenc import exact_float32  # here, not on top: exact_float32 imports this module
 
     if exact_float32.is_active() or _in_xla_context():
         return sinusoids_tensor(start + tf.range(length), d_model, max_wavelength, layout, dtype,

@@ -70,12 +70,7 @@ class PositionalEmbedding(keras.layers.Layer):
         self.supports_masking = mask_zero
 
     def build(self, input_shape):
-        input_shape = tuple(input_shape)
-        if len(input_shape) != 2:
-            raise ValueError(
-                "`inputs` must have rank 2, (batch, seq_len) token ids. "
-                f"Received: inputs.shape={input_shape}"
-            )
+        input_shape = _validation.input_shape(input_shape, 2, "(batch, seq_len) token ids")
         self.token_embedding.build(input_shape)
         self.position_encoding.build(input_shape + (self.d_model,))
 

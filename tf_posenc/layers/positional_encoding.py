@@ -209,12 +209,7 @@ class PositionalEncoding(keras.layers.Layer):
             )
 
     def _check_input_shape(self, shape):
-        shape = tuple(shape)
-        if len(shape) != 3:
-            raise ValueError(
-                "`inputs` must have rank 3, (batch, seq_len, d_model). "
-                f"Received: inputs.shape={shape}"
-            )
+        shape = _validation.input_shape(shape, 3, "(batch, seq_len, d_model)")
         if shape[-1] is not None and shape[-1] != self.d_model:
             raise ValueError(
                 "The last dimension of `inputs` must equal `d_model`. "
