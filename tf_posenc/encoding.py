@@ -4,8 +4,8 @@ PE(pos, 2i) = sin(pos / max_wavelength**(2i / d_model))
 PE(pos, 2i + 1) = cos(pos / max_wavelength**(2i / d_model))
 
 Everything is computed in float64 from integer positions and rounded once to the
-requested dtype, so a float32 table is correctly rounded at every position up to
-2**20 and beyond, and no position ever passes through a 16-bit float.
+requested dtype, so a float32 table holds the float64 values rounded to nearest at
+every position up to 2**20 and beyond, and no position passes through a 16-bit float.
 """
 
 import numpy as np
@@ -68,6 +68,21 @@ def sinusoids(positions, d_model, max_wavelength=10000, layout="interleave"):
     )
     table = np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)
     return table[..., column_order(d_model, layout)]
+
+
+def sinusoid_rows(start, stop, d_model, max_wavelength=10000, layout="interleave", dtype="float32"):
+    """Rows `start .. stop - 1` as a NumPy array of `dtype`, shape `(stop - start, d_model)`.
+
+    The float64 values are computed a few thousand rows at a time, so the scratch
+    space stays small next to the result however many rows are asked for.
+    """
+    rows = np.empty((stop - start, d_model), dtype=tf.as_dtype(dtype).as_numpy_dtype)
+    for first in range(start, stop, _ROWS_PER_CHUNK):
+        last = min(first + _ROWS_PER_CHUNK, stop)
+        rows[first - start : last - start] = sinusoids(
+            np.arange(first, last), d_model, max_wavelength, layout
+        )
+    return rows
 
 
 def sinusoids_tensor(positions, d_model, max_wavelength=10000, layout="interleave", dtype="float32",
@@ -162,12 +177,8 @@ def positional_encoding(position, d_model, max_wavelength=10000, layout="interle
     d_model = _validation.positive_int("d_model", d_model)
     _validation.wavelength("max_wavelength", max_wavelength)
     _validation.layout("layout", layout, d_model)
-    numpy_dtype = tf.as_dtype(dtype).as_numpy_dtype
-    table = np.empty((1, position, d_model), dtype=numpy_dtype)
-    for first in range(0, position, _ROWS_PER_CHUNK):
-        rows = np.arange(first, min(first + _ROWS_PER_CHUNK, position))
-        table[0, rows[0] : rows[-1] + 1] = sinusoids(rows, d_model, max_wavelength, layout)
-    return tf.convert_to_tensor(table)
+    table = sinusoid_rows(0, position, d_model, max_wavelength, layout, dtype)
+    return tf.convert_to_tensor(table[np.newaxis])
 
 
 def shift_matrix(k, d_model, max_wavelength=10000, layout="interleave"):

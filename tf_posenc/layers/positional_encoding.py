@@ -1,4 +1,5 @@
 import functools
+import numbers
 
 import keras
 import numpy as np
@@ -6,14 +7,24 @@ import tensorflow as tf
 
 from tf_posenc import _validation, encoding
 
+# Eager loops call the layer with the same shapes again and again; remembering a few
+# small blocks of rows spares recomputing them, without holding on to large ones.
+_CACHED_BLOCK_ELEMENTS = 2**20
 
-@functools.lru_cache(maxsize=32)
-def _constant_rows(start, length, d_model, max_wavelength, layout, dtype):
-    """Rows `start .. start + length - 1`, rounded to `dtype`, for shapes known at trace time."""
-    rows = encoding.sinusoids(np.arange(start, start + length), d_model, max_wavelength, layout)
-    rows = rows.astype(tf.as_dtype(dtype).as_numpy_dtype)
+
+def _rows(start, length, d_model, max_wavelength, layout, dtype):
+    """Rows `start .. start + length - 1` for shapes known at trace time, read-only."""
+    rows = encoding.sinusoid_rows(start, start + length, d_model, max_wavelength, layout, dtype)
     rows.flags.writeable = False
     return rows
+
+
+_cached_rows = functools.lru_cache(maxsize=8)(_rows)
+
+
+def _constant_rows(start, length, d_model, *options):
+    rows = _cached_rows if length * d_model <= _CACHED_BLOCK_ELEMENTS else _rows
+    return rows(start, length, d_model, *options)
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
@@ -119,7 +130,7 @@ class PositionalEncoding(keras.layers.Layer):
 
     def _encoding_rows(self, inputs, start_index, positions):
         if positions is not None:
-            if not (isinstance(start_index, int) and start_index == 0):
+            if not (isinstance(start_index, numbers.Integral) and start_index == 0):
                 raise ValueError(
                     "Pass either `start_index` or `positions`, not both. "
                     f"Received: start_index={start_index!r} with positions"
