@@ -111,3 +111,9 @@ def test_tflite_model_with_embedding_matches_keras(tmp_path):
         data = np.random.default_rng(seq_len).integers(0, 50, size=(2, seq_len)).astype("int32")
         np.testing.assert_allclose(run_tflite(interpreter, data), model.predict(data, verbose=0),
                                    atol=1e-5)
+
+
+def test_positions_beyond_2_24_are_refused_inside_float32_only():
+    layer = PositionalEncoding(2**24 + 1, 8)
+    with float32_only(), pytest.raises(ValueError, match=r"must be at most 16777216"):
+        tf.function(layer, input_signature=[tf.TensorSpec((None, None, 8))]).get_concrete_function()

@@ -29,6 +29,9 @@ from tf_posenc import encoding
 
 _ACTIVE = contextvars.ContextVar("tf_posenc_float32_only", default=False)
 
+# Positions travel as int32 in this route, and its tables grow with sqrt(position).
+MAX_POSITION = 2**24
+
 
 @contextlib.contextmanager
 def float32_only():
@@ -37,7 +40,8 @@ def float32_only():
     Use it around `model.export(...)` when the SavedModel is meant for TensorFlow Lite
     (LiteRT), or around model building and training on TPUs. The encoding stays exact
     to the float32 rounding limit; the traced graph carries tables of about
-    `2 * sqrt(position) * d_model * 12` bytes.
+    `30 * sqrt(position) * d_model` bytes (7.6 MiB for position=65536, d_model=1024),
+    and `position` may be at most 2**24.
 
     Example:
 
@@ -101,6 +105,11 @@ def _difference_of_products(x, y, u, v):
 
 def sines_cosines(positions, position, d_model, max_wavelength):
     """sin(p * w_k) and cos(p * w_k) for integer `positions` below `position`, in float32."""
+    if position > MAX_POSITION:
+        raise ValueError(
+            f"Inside `float32_only()`, `position` must be at most {MAX_POSITION}. "
+            f"Received: position={position}"
+        )
     block, tables = rotation_tables(position, d_model, max_wavelength)
     positions = tf.cast(positions, tf.int32)
     rows = {"block": positions // block, "offset": positions % block}
