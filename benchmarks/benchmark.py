@@ -25,6 +25,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from peak_memory import status_mib  # noqa: E402
 
 import tf_posenc  # noqa: E402
 
@@ -154,30 +155,18 @@ os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 sys.path.insert(0, {here!r})
 import tensorflow as tf
 import benchmark
+from peak_memory import extra_peak_mib, start_peak_measurement
 name, position, d_model = {name!r}, {position}, {d_model}
 x = tf.zeros((2, 128, d_model))
 # Load the kernels first, with a different shape so that nothing computed is reused.
 benchmark.make_layer(name, 256, d_model)(tf.zeros((2, 64, d_model)))
-before = benchmark.start_peak_measurement()
+before = start_peak_measurement()
 started = time.perf_counter()
 layer = benchmark.make_layer(name, position, d_model)
 layer(x).numpy()
 seconds = time.perf_counter() - started
-print(json.dumps({{"seconds": seconds, "mib": benchmark.status_mib("VmHWM") - before}}))
+print(json.dumps({{"seconds": seconds, "mib": extra_peak_mib(before)}}))
 """
-
-
-def status_mib(field):
-    for line in open("/proc/self/status"):
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-
-
-def start_peak_measurement():
-    """Resets this process's peak resident size (VmHWM) and returns the current size, in MiB."""
-    with open("/proc/self/clear_refs", "w") as clear_refs:
-        clear_refs.write("5")
-    return status_mib("VmRSS")
 
 
 def run_probe(code, timeout=900):

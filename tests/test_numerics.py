@@ -92,19 +92,10 @@ def test_positions_never_pass_through_16_bit_floats():
 
 
 MEMORY_PROBE = """
-import json, time
+import json, sys, time
+sys.path.insert(0, {benchmarks!r})
 import numpy as np, tensorflow as tf, tf_posenc
-
-def status_mib(field):
-    for line in open("/proc/self/status"):
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-
-def start_peak_measurement():
-    # Writing 5 to clear_refs resets the peak (VmHWM) to the current resident size.
-    with open("/proc/self/clear_refs", "w") as clear_refs:
-        clear_refs.write("5")
-    return status_mib("VmRSS")
+from peak_memory import extra_peak_mib, start_peak_measurement
 
 warm = tf_posenc.PositionalEncoding(16, 1024)
 warm(tf.zeros((2, 8, 1024)))
@@ -118,22 +109,23 @@ serve = tf.function(layer, input_signature=[tf.TensorSpec((None, None, 1024))])
 traced = serve(x)
 shifted = tf.function(lambda x, t: layer(x, start_index=t))(x, tf.constant(2**20 - 128))
 seconds = time.perf_counter() - started
-huge = tf_posenc.PositionalEncoding.from_config({"position": 10**12, "d_model": 64})
+huge = tf_posenc.PositionalEncoding.from_config({{"position": 10**12, "d_model": 64}})
 far = huge(tf.zeros((1, 16, 64)), start_index=10**12 - 16)
-print(json.dumps({
-    "extra_mib": status_mib("VmHWM") - before,
+print(json.dumps({{
+    "extra_mib": extra_peak_mib(before),
     "seconds": seconds,
     "eager": eager.numpy()[0].tolist(),
     "traced": traced.numpy()[0, :4].tolist(),
     "shifted": shifted.numpy()[0].tolist(),
     "far": far.numpy()[0].tolist(),
-}))
+}}))
 """
 
 
 @pytest.mark.slow
 def test_a_million_positions_cost_no_table(tmp_path):
-    result = json.loads(run_python(MEMORY_PROBE, tmp_path).strip().splitlines()[-1])
+    probe = MEMORY_PROBE.format(benchmarks=os.path.join(os.path.dirname(TESTS), "benchmarks"))
+    result = json.loads(run_python(probe, tmp_path).strip().splitlines()[-1])
     assert result["extra_mib"] < 100, result["extra_mib"]
     last_rows = reference_table(np.arange(2**20 - 128, 2**20), 1024)
     assert np.abs(np.array(result["eager"]) - last_rows).max() <= 2**-23
