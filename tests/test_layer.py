@@ -146,3 +146,12 @@ def test_masks_pass_through_unchanged():
     inputs = keras.Input((None,), dtype="int32")
     outputs = PositionalEncoding(8, 4)(keras.layers.Embedding(10, 4, mask_zero=True)(inputs))
     np.testing.assert_array_equal(outputs._keras_mask.shape, (None, None))
+
+
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+def test_empty_sequence_with_dynamic_length(jit_compile):
+    layer = PositionalEncoding(8, 4)
+    serve = tf.function(layer, jit_compile=jit_compile,
+                        input_signature=[tf.TensorSpec((None, None, 4), tf.float32)])
+    assert serve(tf.zeros((2, 0, 4))).shape == (2, 0, 4)
+    assert layer(np.zeros((2, 0, 4), "float32")).shape == (2, 0, 4)

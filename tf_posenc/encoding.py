@@ -125,20 +125,27 @@ def contiguous_sinusoids_tensor(start, length, d_model, max_wavelength=10000, la
         return sinusoids_tensor(start + tf.range(length), d_model, max_wavelength, layout, dtype,
                                 position)
     rates = frequencies(d_model, max_wavelength)
-    steps = tf.cast(tf.math.ceil(tf.sqrt(tf.cast(length, tf.float64))), tf.int64)
+    order = column_order(d_model, layout)
+    steps = tf.maximum(tf.cast(tf.math.ceil(tf.sqrt(tf.cast(length, tf.float64))), tf.int64), 1)
     blocks = (length + steps - 1) // steps
-    block_angles = tf.cast(start + tf.range(blocks) * steps, tf.float64)[:, tf.newaxis, tf.newaxis]
-    step_angles = tf.cast(tf.range(steps), tf.float64)[tf.newaxis, :, tf.newaxis]
-    block_sin, block_cos = tf.sin(block_angles * rates), tf.cos(block_angles * rates)
-    step_sin, step_cos = tf.sin(step_angles * rates), tf.cos(step_angles * rates)
-    pairs = rates.shape[0]
-    sines = tf.reshape(block_sin * step_cos + block_cos * step_sin, (-1, pairs))[:length]
-    cosines = tf.reshape(block_cos * step_cos - block_sin * step_sin, (-1, pairs))[:length]
-    sines, cosines = tf.cast(sines, dtype), tf.cast(cosines, dtype)
-    if layout == "concat":
-        return tf.concat([sines, cosines], axis=-1)
-    interleaved = tf.reshape(tf.stack([sines, cosines], axis=-1), (length, 2 * pairs))
-    return interleaved[:, :d_model]
+    block_angles = tf.cast(start + tf.range(blocks) * steps, tf.float64)[:, tf.newaxis] * rates
+    step_angles = tf.cast(tf.range(steps), tf.float64)[:, tf.newaxis] * rates
+    block_sin, block_cos = tf.sin(block_angles), tf.cos(block_angles)
+    step_sin, step_cos = tf.sin(step_angles), tf.cos(step_angles)
+
+    def in_columns(for_sine_columns, for_cosine_columns):
+        return tf.gather(tf.concat([for_sine_columns, for_cosine_columns], -1), order, axis=-1)
+
+    # Sine columns: sin(a + b) = sin a cos b + cos a sin b.
+    # Cosine columns: cos(a + b) = cos a cos b - sin a sin b.
+    # Arranging the small tables in output column order first means the large
+    # (length, d_model) result is written once, already in its final layout.
+    first_block = in_columns(block_sin, block_cos)[:, tf.newaxis, :]
+    second_block = in_columns(block_cos, -block_sin)[:, tf.newaxis, :]
+    first_step = in_columns(step_cos, step_cos)[tf.newaxis]
+    second_step = in_columns(step_sin, step_sin)[tf.newaxis]
+    rows = first_block * first_step + second_block * second_step
+    return tf.cast(tf.reshape(rows, (-1, d_model))[:length], dtype)
 
 
 def _in_xla_context():
