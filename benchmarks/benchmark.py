@@ -112,17 +112,13 @@ def traced(name, layer, example, jit_compile=False, input_signature=None):
     return function
 
 
-def time_call(function, x, repeats):
-    function(x)
-    function(x)
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        for _ in range(10):
-            result = function(x)
-        result.numpy()
-        best = min(best, (time.perf_counter() - started) / 10)
-    return best
+def time_call(function, x):
+    """Seconds per call: the mean of 10 calls, after the result of the last one is ready."""
+    started = time.perf_counter()
+    for _ in range(10):
+        result = function(x)
+    result.numpy()
+    return (time.perf_counter() - started) / 10
 
 
 def bare_add(table):
@@ -130,6 +126,8 @@ def bare_add(table):
 
 
 def speed_rows(shapes, repeats):
+    """Each function is timed once per round, round after round, and keeps its best time,
+    so that slow spells of a shared machine hit all of them alike."""
     rows = []
     for batch, seq_len, d_model, position in shapes:
         x = tf.random.normal((batch, seq_len, d_model))
@@ -137,14 +135,20 @@ def speed_rows(shapes, repeats):
         for jit in (False, True):
             for dynamic in (False, True):
                 spec = [tf.TensorSpec((None, None, d_model))] if dynamic else None
-                bare = tf.function(bare_add(table), jit_compile=jit, input_signature=spec)
-                bare_seconds = time_call(bare, x, repeats)
+                functions = {"bare": tf.function(bare_add(table), jit_compile=jit,
+                                                 input_signature=spec)}
+                for name in IMPLEMENTATIONS:
+                    functions[name] = traced(name, make_layer(name, position, d_model), x, jit, spec)
+                best = {name: float("inf") for name in functions}
+                for function in functions.values():
+                    function(x)
+                for _ in range(repeats):
+                    for name, function in functions.items():
+                        best[name] = min(best[name], time_call(function, x))
                 row = {"shape": f"({batch}, {seq_len}, {d_model}), position={position}",
                        "mode": ("XLA" if jit else "graph") + (", None length" if dynamic else ""),
-                       "bare add (ms)": f"{bare_seconds * 1e3:.2f}"}
-                for name in IMPLEMENTATIONS:
-                    function = traced(name, make_layer(name, position, d_model), x, jit, spec)
-                    row[name] = f"{time_call(function, x, repeats) / bare_seconds:.2f}x"
+                       "bare add (ms)": f"{best['bare'] * 1e3:.2f}"}
+                row.update({name: f"{best[name] / best['bare']:.2f}x" for name in IMPLEMENTATIONS})
                 rows.append(row)
     return rows
 
@@ -244,7 +248,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions and sizes")
     args = parser.parse_args()
-    repeats = 3 if args.quick else 7
+    repeats = 5 if args.quick else 15
     tutorial_too_big = {"tutorial_table": "not run: its float64 scratch needs > 24 GiB"}
     print(f"Machine: {machine()}\n")
     print("### Largest |encoding - float64 formula| (d_model=128, `None` sequence length)\n")
