@@ -219,8 +219,8 @@ def shift_matrix(k, d_model, max_wavelength=10000, layout="interleave"):
     step = k * frequencies(d_model, max_wavelength)
     order = column_order(d_model, layout)
     pairs = d_model // 2
-    sine_column = np.argsort(order)[:pairs]
-    cosine_column = np.argsort(order)[pairs:]
+    output_column = np.argsort(order)
+    sine_column, cosine_column = output_column[:pairs], output_column[pairs:]
     matrix = np.zeros((d_model, d_model))
     matrix[sine_column, sine_column] = np.cos(step)
     matrix[sine_column, cosine_column] = np.sin(step)
