@@ -11,7 +11,6 @@ peak memory for large `position`; SavedModel and `.keras` sizes.
 """
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -29,7 +28,7 @@ from peak_memory import status_mib  # noqa: E402
 
 import tf_posenc  # noqa: E402
 
-IMPLEMENTATIONS = ("tf_posenc", "tf_posenc float32_only", "keras_hub", "tutorial_table")
+IMPLEMENTATIONS = ("tf_posenc", "keras_hub", "tutorial_table")
 
 
 class TutorialTable(keras.layers.Layer):
@@ -105,10 +104,9 @@ def accuracy_rows(positions_list, d_model):
 
 
 def traced(name, layer, example, jit_compile=False, input_signature=None):
-    """`layer` as a tf.function, traced on `example` (inside `float32_only` where asked)."""
+    """`layer` as a tf.function, traced on `example`."""
     function = tf.function(layer, jit_compile=jit_compile, input_signature=input_signature)
-    with tf_posenc.float32_only() if name.endswith("float32_only") else contextlib.nullcontext():
-        function(example)
+    function(example)
     return function
 
 
@@ -153,6 +151,106 @@ def speed_rows(shapes, repeats):
     return rows
 
 
+def rotary_reference(x, start, frequencies):
+    """The half-layout rotation of `x` (`(batch, seq, heads, dim)`) in float64."""
+    x = np.asarray(x, np.float64)
+    pairs = x.shape[-1] // 2
+    angles = np.arange(start, start + x.shape[1])[:, None] * frequencies
+    cos, sin = np.cos(angles)[None, :, None], np.sin(angles)[None, :, None]
+    first, second = x[..., :pairs], x[..., pairs:]
+    return np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+
+
+def rotary_accuracy_rows(dim=128):
+    """Largest |rotation - float64 rotation| for tf_posenc's and keras-hub's RotaryEmbedding."""
+    import keras_hub
+
+    frequencies = 10000.0 ** -(np.arange(0, dim, 2) / dim)
+    rows = []
+    for policy in ("float32", "mixed_float16", "mixed_bfloat16"):
+        ours = tf_posenc.RotaryEmbedding(dtype=policy)
+        theirs = keras_hub.layers.RotaryEmbedding(dtype=policy)
+        for start in (0, 4096, 65536, 2**20 - 64):
+            x = tf.cast(np.random.default_rng(start).normal(size=(2, 64, 2, dim)), ours.compute_dtype)
+            exact = rotary_reference(tf.cast(x, tf.float64).numpy(), start, frequencies)
+            floor = np.abs(tf.cast(tf.cast(exact, ours.compute_dtype), tf.float64).numpy() - exact).max()
+            row = {"policy": policy, "start": start}
+            for name, layer in (("tf_posenc", ours), ("keras_hub", theirs)):
+                error = np.abs(tf.cast(layer(x, start_index=start), tf.float64).numpy() - exact).max()
+                row[name] = f"{error:.2g}"
+            row["rounding floor"] = f"{floor:.2g}"
+            rows.append(row)
+    return rows
+
+
+def rotary_drift_rows(dim=128, shift=2**20 - 64, pairs=256):
+    """Mean |R(m) q . R(m + 5) k - exact| over random bfloat16 q, k; float32 dot products."""
+    import keras_hub
+
+    rng = np.random.default_rng(7)
+    q, k = (tf.cast(rng.normal(size=(pairs, 1, 1, dim)), "bfloat16") for _ in range(2))
+    frequencies = 10000.0 ** -(np.arange(0, dim, 2) / dim)
+    exact = np.sum(rotary_reference(tf.cast(q, tf.float64).numpy(), 0, frequencies)
+                   * rotary_reference(tf.cast(k, tf.float64).numpy(), 5, frequencies), axis=(1, 2, 3))
+    rows = []
+    for name, layer in (("tf_posenc", tf_posenc.RotaryEmbedding(dtype="mixed_bfloat16")),
+                        ("keras_hub", keras_hub.layers.RotaryEmbedding(dtype="mixed_bfloat16"))):
+        row = {"implementation": name}
+        for m in (0, 4096, 65536, shift):
+            rotated_q = tf.cast(layer(q, start_index=m), tf.float32)
+            rotated_k = tf.cast(layer(k, start_index=m + 5), tf.float32)
+            scores = tf.reduce_sum(rotated_q * rotated_k, axis=(1, 2, 3)).numpy()
+            row[f"m={m}"] = f"{np.mean(np.abs(scores - exact)):.2g}"
+        rows.append(row)
+    return rows
+
+
+class TableRotation(keras.layers.Layer):
+    """The limit: a rotation with precomputed float32 cos/sin tables, sliced per call."""
+
+    def __init__(self, position, dim, **kwargs):
+        super().__init__(**kwargs)
+        angles = np.arange(position)[:, None] * 10000.0 ** -(np.arange(0, dim, 2) / dim)
+        self.cos = tf.constant(np.cos(angles)[:, None, :].astype("float32"))
+        self.sin = tf.constant(np.sin(angles)[:, None, :].astype("float32"))
+
+    def call(self, x):
+        length, pairs = tf.shape(x)[1], x.shape[-1] // 2
+        cos, sin = self.cos[:length], self.sin[:length]
+        first, second = x[..., :pairs], x[..., pairs:]
+        return tf.concat([first * cos - second * sin, second * cos + first * sin], axis=-1)
+
+
+def rotary_speed_rows(shapes, repeats):
+    """Call time of the rotations as a ratio to the precomputed-table rotation in the same mode."""
+    import keras_hub
+
+    rows = []
+    for batch, seq_len, heads, dim in shapes:
+        x = tf.random.normal((batch, seq_len, heads, dim))
+        for jit in (False, True):
+            for dynamic in (False, True):
+                spec = [tf.TensorSpec((None, None, heads, dim))] if dynamic else None
+                layers = {"table": TableRotation(seq_len, dim),
+                          "tf_posenc": tf_posenc.RotaryEmbedding(),
+                          "keras_hub": keras_hub.layers.RotaryEmbedding()}
+                functions = {name: tf.function(layer, jit_compile=jit, input_signature=spec)
+                             for name, layer in layers.items()}
+                best = {name: float("inf") for name in functions}
+                for function in functions.values():
+                    function(x)
+                for _ in range(repeats):
+                    for name, function in functions.items():
+                        best[name] = min(best[name], time_call(function, x))
+                row = {"shape": f"({batch}, {seq_len}, {heads}, {dim})",
+                       "mode": ("XLA" if jit else "graph") + (", None length" if dynamic else ""),
+                       "table rotation (ms)": f"{best['table'] * 1e3:.2f}"}
+                row.update({name: f"{best[name] / best['table']:.2f}x"
+                            for name in ("tf_posenc", "keras_hub")})
+                rows.append(row)
+    return rows
+
+
 BUILD_PROBE = """
 import json, os, sys, time
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
@@ -187,8 +285,6 @@ def build_rows(configs):
     for position, d_model, skip in configs:
         row = {"position x d_model": f"{position} x {d_model}"}
         for name in IMPLEMENTATIONS:
-            if name.endswith("float32_only"):
-                continue
             if name in skip:
                 row[name] = skip[name]
                 continue
@@ -212,8 +308,7 @@ def artifact_rows(position, d_model):
     for name in IMPLEMENTATIONS:
         inputs = keras.Input((None, d_model))
         model = keras.Model(inputs, make_layer(name, position, d_model)(inputs))
-        route = tf_posenc.float32_only() if name.endswith("float32_only") else contextlib.nullcontext()
-        with tempfile.TemporaryDirectory() as folder, route:
+        with tempfile.TemporaryDirectory() as folder:
             model.save(os.path.join(folder, "model.keras"))
             model.export(os.path.join(folder, "exported"), verbose=False)
             rows.append({
@@ -261,6 +356,13 @@ def main():
     print(markdown(build_rows(configs if not args.quick else configs[1:])))
     print("\n### Saved sizes\n")
     print(markdown(artifact_rows(65536 if not args.quick else 8192, 1024)))
+    print("\n### RotaryEmbedding: largest |rotation - float64 rotation|, head size 128\n")
+    print(markdown(rotary_accuracy_rows()))
+    print("\n### RotaryEmbedding: mean |R(m) q . R(m + 5) k - exact| over 256 pairs, mixed_bfloat16\n")
+    print(markdown(rotary_drift_rows()))
+    print("\n### RotaryEmbedding: call time, ratio to a rotation with precomputed float32 tables\n")
+    rotary_shapes = [(8, 2048, 8, 64), (32, 512, 16, 64)]
+    print(markdown(rotary_speed_rows(rotary_shapes if not args.quick else rotary_shapes[1:], repeats)))
     print(f"\nPeak memory of this process: {status_mib('VmHWM') / 1024:.1f} GiB")
 
 

@@ -175,10 +175,11 @@ def test_positions_pick_rows(shape):
      ({"positions": [0, 1, 32]}, tf.errors.InvalidArgumentError, r"every position must be below"),
      ({"positions": [0, -1, 2]}, tf.errors.InvalidArgumentError, r"must be non-negative"),
      ({"positions": [0.0, 1.0, 2.0]}, TypeError, r"`positions` must hold integers"),
-     ({"positions": [0, 1]}, tf.errors.InvalidArgumentError, r"one entry per step"),
+     ({"positions": [0, 1]}, ValueError, r"one entry per step of `inputs` \(seq_len=3\)"),
+     ({"positions": [[0, 1, 2]] * 2}, ValueError, r"one row per example of `inputs` \(batch=1\)"),
      ({"positions": [1, 2, 3], "start_index": 2}, ValueError, r"either `start_index` or `positions`")],
     ids=["past-end", "negative-start", "float-start", "vector-start", "position-too-big",
-         "negative-position", "float-positions", "wrong-length", "both"],
+         "negative-position", "float-positions", "wrong-length", "wrong-batch", "both"],
 )
 def test_running_past_position_or_bad_offsets_are_clear_errors(kwargs, error, message):
     with pytest.raises(error, match=message):

@@ -17,7 +17,9 @@ def test_pos_encoding_is_the_documented_table():
     layer = PositionalEncoding(50, 512)
     table = layer.pos_encoding
     assert table.shape == (1, 50, 512)
-    np.testing.assert_array_equal(table.numpy(), positional_encoding(50, 512).numpy())
+    assert np.abs(table.numpy()[0] - reference_table(np.arange(50), 512)).max() <= 2**-24
+    # Both round the formula once to float32; they may differ by one unit in a rare entry.
+    assert np.mean(table.numpy() == positional_encoding(50, 512).numpy()) > 0.999
 
 
 @pytest.mark.parametrize("seq_len", [1, 17, 50], ids=lambda n: f"len{n}")
@@ -91,18 +93,19 @@ def test_constructor_rejects_bad_sizes(argument, value):
         PositionalEncoding(**kwargs)
 
 
-def test_constructor_refuses_positions_float64_cannot_count():
-    with pytest.raises(ValueError, match=r"`position` must be at most 9007199254740992"):
-        PositionalEncoding(2**53 + 1, 4)
+def test_constructor_refuses_positions_int32_cannot_hold():
+    with pytest.raises(ValueError, match=r"`position` must be at most 2147483647\. "
+                                         r"Received: position=2147483648 \(of type int\)"):
+        PositionalEncoding(2**31, 4)
 
 
 @pytest.mark.parametrize(
     "shape, message",
     [((2, 5, 7), r"last dimension of `inputs` must equal `d_model`.*d_model=4"),
-     ((5, 4), r"`inputs` must have rank 3"),
-     ((2, 2, 5, 4), r"`inputs` must have rank 3"),
-     ((2, 11, 4), r"longer than `position`.*position=10.*seq_len=11")],
-    ids=["width", "rank2", "rank4", "too-long"],
+     ((5, 4), r"`inputs` must have rank 3 or more"),
+     ((2, 11, 4), r"longer than `position`.*position=10.*seq_len=11"),
+     ((2, 3, 11, 4), r"longer than `position`.*position=10.*seq_len=11")],
+    ids=["width", "rank2", "too-long", "too-long-rank4"],
 )
 def test_bad_input_shapes_fail_at_build_eagerly_and_symbolically(shape, message):
     with pytest.raises(ValueError, match=message):
@@ -155,3 +158,67 @@ def test_empty_sequence_with_dynamic_length(jit_compile):
                         input_signature=[tf.TensorSpec((None, None, 4), tf.float32)])
     assert serve(tf.zeros((2, 0, 4))).shape == (2, 0, 4)
     assert layer(np.zeros((2, 0, 4), "float32")).shape == (2, 0, 4)
+
+
+def test_encoding_rows_are_the_table_slice():
+    layer = PositionalEncoding(300, 16)
+    np.testing.assert_array_equal(layer.encoding_rows(100, 250).numpy(),
+                                  layer.pos_encoding.numpy()[:, 100:250])
+    assert layer.encoding_rows(7, 7).shape == (1, 0, 16)
+    for start, stop in ((5, 4), (0, 301), (-1, 3)):
+        with pytest.raises(ValueError, match=r"`(encoding_rows|start)`"):
+            layer.encoding_rows(start, stop)
+
+
+def test_a_long_table_points_to_encoding_rows():
+    layer = PositionalEncoding(2**24, 1024)
+    with pytest.raises(ValueError, match=r"position \* d_model = 17179869184 values, more than "
+                                         r"4194304; use `encoding_rows\(start, stop\)`"):
+        _ = layer.pos_encoding
+    last = layer.encoding_rows(2**24 - 3, 2**24).numpy()[0]
+    assert np.abs(last - reference_table(np.arange(2**24 - 3, 2**24), 1024)).max() <= 2**-23
+
+
+# keras-hub's tests of SinePositionEncoding, carried over: the same shapes, with the encoding
+# added to zeros wherever values are checked.
+
+
+@pytest.mark.parametrize("shape", [(2, 4, 6), (1, 2, 4, 6)], ids=["3d", "4d"])
+def test_keras_hub_shapes_pass_the_layer_checks(shape):
+    from layer_checks import run_layer_checks
+
+    x = np.random.default_rng(0).uniform(size=shape).astype("float32")
+    run_layer_checks(PositionalEncoding, {"position": 16, "d_model": 6}, x,
+                     expected_output=x + reference_table(np.arange(4), 6),
+                     expected_trainable_weights=0)
+
+
+@pytest.mark.parametrize(
+    "shape, expected",
+    [((100, 32), (None, 100, 32)), ((None, 32), (None, None, 32)),
+     ((None, 100, 32), (None, None, 100, 32))],
+    ids=["static", "dynamic", "extra-axis-before-sequence"],
+)
+def test_keras_hub_symbolic_shapes(shape, expected):
+    assert PositionalEncoding(128, 32)(keras.Input(shape)).shape == expected
+
+
+def test_keras_hub_values_at_positions_0_and_3():
+    model = keras.Sequential([keras.Input((4, 6)), PositionalEncoding(4, 6)])
+    added = model(np.zeros((1, 4, 6), "float32")).numpy()
+    np.testing.assert_allclose(added[0, 0], [0.0, 1.0, 0.0, 1.0, 0.0, 1.0], atol=1e-7)
+    # keras-hub checks these to two digits; they are the formula's values to float32.
+    np.testing.assert_allclose(added[0, 3], [0.14112, -0.98999, 0.13879, 0.99032, 0.00646, 0.99997],
+                               atol=1e-5)
+    assert np.abs(added[0] - reference_table(np.arange(4), 6)).max() <= 2**-24
+
+
+def test_keras_hub_start_index_step_by_step_on_4d_inputs():
+    layer = PositionalEncoding(8, 4)
+    data = np.random.default_rng(1).uniform(size=(2, 5, 3, 4)).astype("float32")
+    full = layer(data).numpy()
+    steps = [layer(data[:, :, i:i + 1], start_index=i).numpy() for i in range(3)]
+    np.testing.assert_array_equal(np.concatenate(steps, axis=2), full)
+    picked = layer(data, positions=np.array([[2, 0, 1], [7, 6, 5]])).numpy()
+    expected = data + reference_table(np.array([[2, 0, 1], [7, 6, 5]]), 4)[:, None]
+    np.testing.assert_allclose(picked, expected, atol=2**-23)

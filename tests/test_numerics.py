@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from helpers import run_python
-from reference import reference_table
+from reference import exact_reference_table, reference_table
 
 from tf_posenc import PositionalEncoding, positional_encoding
 
@@ -109,8 +109,8 @@ serve = tf.function(layer, input_signature=[tf.TensorSpec((None, None, 1024))])
 traced = serve(x)
 shifted = tf.function(lambda x, t: layer(x, start_index=t))(x, tf.constant(2**20 - 128))
 seconds = time.perf_counter() - started
-huge = tf_posenc.PositionalEncoding.from_config({{"position": 10**12, "d_model": 64}})
-far = huge(tf.zeros((1, 16, 64)), start_index=10**12 - 16)
+huge = tf_posenc.PositionalEncoding.from_config({{"position": 2**31 - 1, "d_model": 64}})
+far = huge(tf.zeros((1, 16, 64)), start_index=2**31 - 17)
 print(json.dumps({{
     "extra_mib": extra_peak_mib(before),
     "seconds": seconds,
@@ -131,10 +131,10 @@ def test_a_million_positions_cost_no_table(tmp_path):
     assert np.abs(np.array(result["eager"]) - last_rows).max() <= 2**-23
     assert np.abs(np.array(result["shifted"]) - last_rows).max() <= 2**-23
     assert np.abs(np.array(result["traced"]) - reference_table(np.arange(4), 1024)).max() <= 2**-23
-    # At 10**12 the float64 angle itself carries ~1e-4 of rounding; what matters is
-    # that the layer answers at once with the formula's values instead of building a table.
-    far_rows = reference_table(np.arange(10**12 - 16, 10**12), 64)
-    assert np.abs(np.array(result["far"]) - far_rows).max() < 1e-3
+    # Near 2**31 the float64 product pos / 10000**(2i/d) is itself off by ~2**-22; the
+    # exact reference reduces each angle in 60-digit decimals.
+    far_rows = exact_reference_table(np.arange(2**31 - 17, 2**31 - 1), 64)
+    assert np.abs(np.array(result["far"]) - far_rows).max() <= 2**-23
 
 
 ARTIFACT_PROBE = """
@@ -142,7 +142,7 @@ import sys
 sys.modules["tf_posenc"] = None
 sys.path.insert(0, {tests!r})
 import json, numpy as np, tensorflow as tf
-from reference import reference_table
+from reference import exact_reference_table, reference_table
 served = tf.saved_model.load("exported")
 errors = {{}}
 for seq_len in (1, 4097, 65536):

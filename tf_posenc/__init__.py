@@ -1,20 +1,21 @@
 """Exact, cheap, serializable sinusoidal positional encoding for TensorFlow/Keras."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from tf_posenc.encoding import get_angles, positional_encoding, shift_matrix
-from tf_posenc.exact_float32 import float32_only
-from tf_posenc.layers import PositionalEmbedding, PositionalEncoding
+from tf_posenc.layers import PositionalEmbedding, PositionalEncoding, RotaryEmbedding
 from tf_posenc.plotting import plot_positional_encoding, plot_similarity
+from tf_posenc.positions import positions_from_mask
 
 __all__ = [
     "__version__",
     "PositionalEmbedding",
     "PositionalEncoding",
-    "float32_only",
+    "RotaryEmbedding",
     "get_angles",
     "plot_positional_encoding",
     "plot_similarity",
     "positional_encoding",
+    "positions_from_mask",
     "shift_matrix",
 ]

@@ -1,15 +1,15 @@
 """Argument checks shared by the functions and layers, with Keras-style messages."""
 
+import math
 import numbers
 
 LAYOUTS = ("interleave", "concat")
 
-# Integer positions are converted to float64 before they are scaled; above 2**53
-# that conversion is no longer exact.
-MAX_POSITION = 2**53
+# Positions travel through the graphs as int32.
+MAX_POSITION = 2**31 - 1
 
 
-def _received(name, value):
+def received(name, value):
     return f"Received: {name}={value!r} (of type {type(value).__name__})"
 
 
@@ -17,23 +17,23 @@ def positive_int(name, value, maximum=None):
     """Returns `value` as an `int`, or raises a `ValueError` that names `name`."""
     is_int = isinstance(value, numbers.Integral) and not isinstance(value, bool)
     if not is_int or value <= 0:
-        raise ValueError(f"`{name}` must be a positive integer. {_received(name, value)}")
+        raise ValueError(f"`{name}` must be a positive integer. {received(name, value)}")
     if maximum is not None and value > maximum:
-        raise ValueError(f"`{name}` must be at most {maximum}. {_received(name, value)}")
+        raise ValueError(f"`{name}` must be at most {maximum}. {received(name, value)}")
     return int(value)
 
 
 def non_negative_int(name, value):
     is_int = isinstance(value, numbers.Integral) and not isinstance(value, bool)
     if not is_int or value < 0:
-        raise ValueError(f"`{name}` must be a non-negative integer. {_received(name, value)}")
+        raise ValueError(f"`{name}` must be a non-negative integer. {received(name, value)}")
     return int(value)
 
 
 def wavelength(name, value):
     is_real = isinstance(value, numbers.Real) and not isinstance(value, bool)
     if not is_real or not value > 1:
-        raise ValueError(f"`{name}` must be a number greater than 1. {_received(name, value)}")
+        raise ValueError(f"`{name}` must be a number greater than 1. {received(name, value)}")
     return value
 
 
@@ -47,10 +47,31 @@ def input_shape(shape, rank, axes):
 
 def layout(name, value, d_model):
     if value not in LAYOUTS:
-        raise ValueError(f"`{name}` must be one of {LAYOUTS}. {_received(name, value)}")
+        raise ValueError(f"`{name}` must be one of {LAYOUTS}. {received(name, value)}")
     if value == "concat" and d_model % 2:
         raise ValueError(
             f"`{name}='concat'` needs an even `d_model`, so that the sine and cosine halves "
             f"have the same width. Received: d_model={d_model}"
         )
+    return value
+
+
+def integer(name, value):
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise ValueError(f"`{name}` must be an integer. {received(name, value)}")
+    return int(value)
+
+
+def number_at_least(name, value, minimum, strict=False):
+    """Returns `value` as a Python float, or raises unless it is a finite number >= `minimum`."""
+    is_real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not is_real or not math.isfinite(value) or value < minimum or (strict and value == minimum):
+        relation = "greater than" if strict else "at least"
+        raise ValueError(f"`{name}` must be a finite number {relation} {minimum}. {received(name, value)}")
+    return float(value)
+
+
+def one_of(name, value, choices):
+    if value not in choices:
+        raise ValueError(f"`{name}` must be one of {choices}. {received(name, value)}")
     return value

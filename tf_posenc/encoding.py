@@ -61,6 +61,19 @@ def column_order(d_model, layout="interleave"):
     return interleaved.reshape(-1)[:d_model]
 
 
+def columns(d_model, max_wavelength=10000, layout="interleave"):
+    """What each output column holds: its angular frequency and whether it is a cosine.
+
+    Returns:
+        A tuple `(frequencies, cosine)` of float64 and bool NumPy arrays of shape
+        `(d_model,)`: column `c` is `cos(pos * frequencies[c])` where `cosine[c]`,
+        else `sin(pos * frequencies[c])`.
+    """
+    pairs = (d_model + 1) // 2
+    source = column_order(d_model, layout)
+    return frequencies(d_model, max_wavelength)[source % pairs], source >= pairs
+
+
 def sinusoids(positions, d_model, max_wavelength=10000, layout="interleave"):
     """Encoding rows for integer `positions`, as a float64 array of shape `positions.shape + (d_model,)`."""
     angles = np.asarray(positions, dtype=np.float64)[..., np.newaxis] * frequencies(
@@ -83,79 +96,6 @@ def sinusoid_rows(start, stop, d_model, max_wavelength=10000, layout="interleave
             np.arange(first, last), d_model, max_wavelength, layout
         )
     return rows
-
-
-def sinusoids_tensor(positions, d_model, max_wavelength=10000, layout="interleave", dtype="float32",
-                     position=None):
-    """TensorFlow twin of `sinusoids` for positions only known when the graph runs.
-
-    Integer `positions` are converted straight to float64, and the result is
-    rounded once to `dtype`. Inside `float32_only()` the same values come from
-    float32 arithmetic instead (see `tf_posenc.exact_float32`); that route needs
-    `position`, the bound on `positions`.
-    """
-    from tf_posenc import exact_float32  # here, not on top: exact_float32 imports this module
-
-    if exact_float32.is_active():
-        sines, cosines = exact_float32.sines_cosines(positions, position, d_model, max_wavelength)
-    else:
-        angles = tf.cast(positions, tf.float64)[..., tf.newaxis] * frequencies(d_model, max_wavelength)
-        sines, cosines = tf.sin(angles), tf.cos(angles)
-    table = tf.concat([sines, cosines], axis=-1)
-    if layout != "concat":
-        table = tf.gather(table, column_order(d_model, layout), axis=-1)
-    return tf.cast(table, dtype)
-
-
-def contiguous_sinusoids_tensor(start, length, d_model, max_wavelength=10000, layout="interleave",
-                                dtype="float32", position=None):
-    """Rows `start .. start + length - 1` (scalar int64 tensors), shape `(length, d_model)`.
-
-    Outside XLA, TensorFlow runs one kernel per operation and its float64 sine
-    costs several nanoseconds, so the rows come from far fewer sines: positions
-    are split into about sqrt(length) blocks of about sqrt(length) steps, and
-    sin/cos(block + step) follow from the angle-addition formulas, still in
-    float64. XLA fuses the plain formula into a single fast loop, and it would
-    copy the extra products once per batch row, so under XLA (and inside
-    `float32_only()`) the plain formula of `sinusoids_tensor` is used.
-    """
-    from tf_posenc import exact_float32  # here, not on top: exact_float32 imports this module
-
-    if exact_float32.is_active() or _in_xla_context():
-        return sinusoids_tensor(start + tf.range(length), d_model, max_wavelength, layout, dtype,
-                                position)
-    rates = frequencies(d_model, max_wavelength)
-    order = column_order(d_model, layout)
-    steps = tf.maximum(tf.cast(tf.math.ceil(tf.sqrt(tf.cast(length, tf.float64))), tf.int64), 1)
-    blocks = (length + steps - 1) // steps
-    block_angles = tf.cast(start + tf.range(blocks) * steps, tf.float64)[:, tf.newaxis] * rates
-    step_angles = tf.cast(tf.range(steps), tf.float64)[:, tf.newaxis] * rates
-    block_sin, block_cos = tf.sin(block_angles), tf.cos(block_angles)
-    step_sin, step_cos = tf.sin(step_angles), tf.cos(step_angles)
-
-    def in_columns(for_sine_columns, for_cosine_columns):
-        return tf.gather(tf.concat([for_sine_columns, for_cosine_columns], -1), order, axis=-1)
-
-    # Sine columns: sin(a + b) = sin a cos b + cos a sin b.
-    # Cosine columns: cos(a + b) = cos a cos b - sin a sin b.
-    # Arranging the small tables in output column order first means the large
-    # (length, d_model) result is written once, already in its final layout.
-    first_block = in_columns(block_sin, block_cos)[:, tf.newaxis, :]
-    second_block = in_columns(block_cos, -block_sin)[:, tf.newaxis, :]
-    first_step = in_columns(step_cos, step_cos)[tf.newaxis]
-    second_step = in_columns(step_sin, step_sin)[tf.newaxis]
-    rows = first_block * first_step + second_block * second_step
-    return tf.cast(tf.reshape(rows, (-1, d_model))[:length], dtype)
-
-
-def _in_xla_context():
-    """Whether the graph being traced will be compiled by XLA (`jit_compile=True`)."""
-    try:
-        from tensorflow.python.framework import ops
-        from tensorflow.python.ops import control_flow_util
-    except ImportError:  # TensorFlow moved its internals; the plain route is correct anywhere.
-        return True
-    return control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
 
 
 def positional_encoding(position, d_model, max_wavelength=10000, layout="interleave", dtype="float32"):

@@ -1,30 +1,12 @@
-import functools
-import numbers
-
 import keras
-import numpy as np
 import tensorflow as tf
 
-from tf_posenc import _validation, encoding
+from tf_posenc import _validation, rows
+from tf_posenc.positions import check_fits, rows_for_call
 
-# Eager loops call the layer with the same shapes again and again; remembering a few
-# small blocks of rows spares recomputing them, without holding on to large ones.
-_CACHED_BLOCK_ELEMENTS = 2**20
-
-
-def _rows(start, length, d_model, max_wavelength, layout, dtype):
-    """Rows `start .. start + length - 1` for shapes known at trace time, read-only."""
-    rows = encoding.sinusoid_rows(start, start + length, d_model, max_wavelength, layout, dtype)
-    rows.flags.writeable = False
-    return rows
-
-
-_cached_rows = functools.lru_cache(maxsize=8)(_rows)
-
-
-def _constant_rows(start, length, d_model, *options):
-    rows = _cached_rows if length * d_model <= _CACHED_BLOCK_ELEMENTS else _rows
-    return rows(start, length, d_model, *options)
+# `pos_encoding` builds the whole table; past this many values, ask for rows instead.
+# (SavedModel export reads every property of a layer, so the table must stay cheap.)
+_MAX_TABLE_VALUES = 2**22
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
@@ -36,10 +18,11 @@ class PositionalEncoding(keras.layers.Layer):
     `sin(pos * w_k)` and `cos(pos * w_k)` for the frequencies
     `w_k = max_wavelength ** (-2k / d_model)`.
 
-    The table is never stored: the rows a call needs are computed in float64 from
-    integer positions and rounded once to the compute dtype, so the layer has no
-    weights, its cost does not grow with `position`, saved models stay small, and
-    the values are exact to the last bit of the output dtype under every dtype
+    The table is never stored: the rows a call needs are computed in the graph from
+    exact integer phases with float32 arithmetic only, and rounded once to the compute
+    dtype, so the layer has no weights, its cost does not grow with `position`, saved
+    models stay small and convert to TensorFlow Lite and ONNX as they are, and the
+    values are within half a unit of the output dtype of the formula under every dtype
     policy (mixed precision included).
 
     Args:
@@ -56,7 +39,8 @@ class PositionalEncoding(keras.layers.Layer):
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
-        inputs: A floating-point tensor of shape `(batch, seq_len, d_model)`.
+        inputs: A floating-point tensor of shape `(batch, seq_len, d_model)`, or
+            `(batch, ..., seq_len, d_model)` as keras-hub's `SinePositionEncoding` takes.
         start_index: Integer or scalar integer tensor. The position of the first
             step of `inputs`, for decoding one step at a time. Defaults to `0`.
         positions: Optional integer tensor of shape `(seq_len,)` or
@@ -64,7 +48,7 @@ class PositionalEncoding(keras.layers.Layer):
             contiguous range.
 
     Input shape:
-        `(batch, seq_len, d_model)` with `seq_len <= position`.
+        `(batch, ..., seq_len, d_model)` with `start_index + seq_len <= position`.
 
     Output shape:
         The input shape.
@@ -98,10 +82,38 @@ class PositionalEncoding(keras.layers.Layer):
 
     @property
     def pos_encoding(self):
-        """The whole `(1, position, d_model)` table in the compute dtype, computed on each access."""
-        return encoding.positional_encoding(
-            self.position, self.d_model, self.max_wavelength, self.layout, dtype=self.compute_dtype
-        )
+        """The whole `(1, position, d_model)` table in the compute dtype, computed on each access.
+
+        For long tables (more than 2**22 values) this raises a `ValueError`; ask
+        `encoding_rows(start, stop)` for the rows you need instead.
+        """
+        if self.position * self.d_model > _MAX_TABLE_VALUES:
+            raise ValueError(
+                f"`pos_encoding` would hold position * d_model = {self.position * self.d_model} "
+                f"values, more than {_MAX_TABLE_VALUES}; use `encoding_rows(start, stop)` for the "
+                f"rows you need. Received: position={self.position}, d_model={self.d_model}"
+            )
+        return self.encoding_rows(0, self.position)
+
+    def encoding_rows(self, start, stop):
+        """Rows `start .. stop - 1` of `pos_encoding`, shape `(1, stop - start, d_model)`.
+
+        The same bits as `pos_encoding[:, start:stop, :]` and as a call's rows, without the
+        rest of the table.
+
+        Args:
+            start: Integer. The first position, at least 0.
+            stop: Integer. One past the last position, at most `position`.
+        """
+        start = _validation.non_negative_int("start", start)
+        stop = _validation.non_negative_int("stop", stop)
+        if not start <= stop <= self.position:
+            raise ValueError(
+                "`encoding_rows` needs start <= stop <= position. "
+                f"Received: start={start}, stop={stop} with position={self.position}"
+            )
+        constants = rows.encoding_constants(self.d_model, self.max_wavelength, self.layout)
+        return rows.contiguous_rows(start, stop - start, *constants, self.compute_dtype)[None]
 
     def build(self, input_shape):
         self._check_input_shape(input_shape)
@@ -113,7 +125,16 @@ class PositionalEncoding(keras.layers.Layer):
                 "`inputs` must be a floating-point tensor (for example the output of an "
                 f"`Embedding`). Received: inputs.dtype={inputs.dtype.name}"
             )
-        return inputs + self._encoding_rows(inputs, start_index, positions)
+        constants = rows.encoding_constants(self.d_model, self.max_wavelength, self.layout)
+        rank = inputs.shape.rank
+        added = rows_for_call(
+            inputs, start_index, positions, self.position, constants, self.compute_dtype,
+            sequence_axis=rank - 2,
+        )
+        if added.shape.rank == 3:  # per-example positions: (batch, seq_len, d_model)
+            for _ in range(rank - 3):
+                added = added[:, tf.newaxis]
+        return inputs + added
 
     def compute_output_shape(self, input_shape):
         self._check_input_shape(input_shape)
@@ -128,103 +149,17 @@ class PositionalEncoding(keras.layers.Layer):
             "layout": self.layout,
         }
 
-    def _encoding_rows(self, inputs, start_index, positions):
-        if positions is not None:
-            if not (isinstance(start_index, numbers.Integral) and start_index == 0):
-                raise ValueError(
-                    "Pass either `start_index` or `positions`, not both. "
-                    f"Received: start_index={start_index!r} with positions"
-                )
-            return self._rows_at(positions, inputs)
-        seq_len = inputs.shape[1]
-        if isinstance(start_index, (int, np.integer)) and not isinstance(start_index, bool):
-            start_index = _validation.non_negative_int("start_index", start_index)
-            if seq_len is not None:
-                self._check_fits(start_index, seq_len)
-                return _constant_rows(
-                    start_index, seq_len, self.d_model, self.max_wavelength, self.layout,
-                    self.compute_dtype,
-                )
-        start_index = self._integer_tensor("start_index", start_index)
-        if start_index.shape.rank != 0:
-            raise ValueError(
-                "`start_index` must be a scalar. "
-                f"Received: start_index with shape {start_index.shape}"
-            )
-        seq_len = tf.shape(inputs, out_type=tf.int64)[1]
-        checks = [
-            tf.debugging.assert_non_negative(
-                start_index, message="`start_index` must be non-negative."
-            ),
-            tf.debugging.assert_less_equal(
-                start_index + seq_len,
-                tf.constant(self.position, tf.int64),
-                message=(
-                    "The sequence is longer than `position`: start_index + seq_len must be at "
-                    f"most position={self.position}."
-                ),
-            ),
-        ]
-        with tf.control_dependencies(checks):
-            return encoding.contiguous_sinusoids_tensor(
-                start_index, seq_len, self.d_model, self.max_wavelength, self.layout,
-                self.compute_dtype, position=self.position,
-            )
-
-    def _rows_at(self, positions, inputs):
-        positions = self._integer_tensor("positions", positions)
-        if positions.shape.rank not in (1, 2):
-            raise ValueError(
-                "`positions` must have shape (seq_len,) or (batch, seq_len). "
-                f"Received: positions with shape {positions.shape}"
-            )
-        checks = [
-            tf.debugging.assert_non_negative(
-                positions, message="`positions` must be non-negative."
-            ),
-            tf.debugging.assert_less(
-                positions,
-                tf.constant(self.position, tf.int64),
-                message=(
-                    "The sequence is longer than `position`: every position must be below "
-                    f"position={self.position}."
-                ),
-            ),
-            tf.debugging.assert_equal(
-                tf.shape(positions, out_type=tf.int64)[-1],
-                tf.shape(inputs, out_type=tf.int64)[1],
-                message="`positions` must have one entry per step of `inputs` (seq_len).",
-            ),
-        ]
-        with tf.control_dependencies(checks):
-            return encoding.sinusoids_tensor(
-                positions, self.d_model, self.max_wavelength, self.layout, self.compute_dtype,
-                position=self.position,
-            )
-
-    @staticmethod
-    def _integer_tensor(name, value):
-        value = tf.convert_to_tensor(value)
-        if not value.dtype.is_integer:
-            raise TypeError(
-                f"`{name}` must hold integers. Received: {name}.dtype={value.dtype.name}"
-            )
-        return tf.cast(value, tf.int64)
-
-    def _check_fits(self, start_index, seq_len):
-        if start_index + seq_len > self.position:
-            raise ValueError(
-                "The sequence is longer than `position`: start_index + seq_len must be at "
-                f"most position={self.position}. Received: start_index={start_index}, "
-                f"seq_len={seq_len}"
-            )
-
     def _check_input_shape(self, shape):
-        shape = _validation.input_shape(shape, 3, "(batch, seq_len, d_model)")
+        shape = tuple(shape)
+        if len(shape) < 3:
+            raise ValueError(
+                "`inputs` must have rank 3 or more, (batch, ..., seq_len, d_model). "
+                f"Received: inputs.shape={shape}"
+            )
         if shape[-1] is not None and shape[-1] != self.d_model:
             raise ValueError(
                 "The last dimension of `inputs` must equal `d_model`. "
                 f"Received: inputs.shape={shape} with d_model={self.d_model}"
             )
-        if shape[1] is not None:
-            self._check_fits(0, shape[1])
+        if shape[-2] is not None:
+            check_fits(0, shape[-2], self.position)

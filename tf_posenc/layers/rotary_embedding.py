@@ -1,0 +1,248 @@
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tf_posenc import _validation, rows
+from tf_posenc.positions import rows_for_call
+
+ROPE_TYPES = ("linear", "dynamic", "yarn")
+ROTARY_LAYOUTS = ("half", "interleave")
+
+
+def rotary_frequencies(dim, max_wavelength=10000, scaling_factor=1.0, rope_type="linear",
+                       beta_fast=32.0, beta_slow=1.0, original_max_position_embeddings=4096,
+                       truncate=True, denominator_dim=None):
+    """The `dim // 2` angular frequencies of a rotary embedding, in float64.
+
+    The same meaning of every argument as keras-hub's `RotaryEmbedding`: `"linear"` divides
+    the frequencies by `scaling_factor` (position interpolation), `"dynamic"` by
+    `scaling_factor ** (dim / (dim - 2))` (NTK-aware scaling), and `"yarn"` blends the two by
+    a ramp between the dimensions that turn `beta_fast` and `beta_slow` times over
+    `original_max_position_embeddings` positions.
+    """
+    exponents = np.arange(0, dim, 2, dtype=np.float64)
+    base = np.float64(max_wavelength)
+    plain = base ** -(exponents / (denominator_dim or dim))
+    if rope_type == "linear":
+        return plain / scaling_factor
+    if rope_type == "dynamic":
+        return plain / np.float64(scaling_factor) ** (dim / max(1, dim - 2))
+    extrapolated = 1 / base ** (exponents / dim)
+    interpolated = extrapolated / scaling_factor
+
+    def correction_dim(rotations):
+        return dim * math.log(original_max_position_embeddings / (rotations * 2 * math.pi)) / (
+            2 * math.log(max_wavelength))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    ramp = np.clip((np.arange(dim // 2) - low) / max(high - low, 0.001), 0, 1)
+    return interpolated * ramp + extrapolated * (1 - ramp)
+
+
+@keras.saving.register_keras_serializable(package="tf_posenc")
+class RotaryEmbedding(keras.layers.Layer):
+    """Rotary position embedding (RoPE): each feature pair rotated by its position's angle.
+
+    The documents' shift `T(k)` moves an encoding `k` positions along by rotating each
+    (sine, cosine) pair; RoPE applies the rotation `R(p)` of position `p` to queries and keys,
+    so that `R(m) q . R(n) k` depends only on `n - m`. With `layout="interleave"`, `R(p)` is
+    `shift_matrix(-p, dim)`, the transpose of `T(p)`.
+
+    The angles are never formed: the cosines and sines come from the exact integer-phase
+    route of `PositionalEncoding`, and the rotation runs in float32 (float64 under a float64
+    policy) with a single rounding to the compute dtype, so a bfloat16 model keeps the
+    relative-position property at a million positions. Arguments mean what they mean in
+    keras-hub's `RotaryEmbedding`, in the same order, so a keras-hub model can switch layers
+    and keep its weights.
+
+    Args:
+        max_wavelength: Number greater than 1. The base of the wavelengths. Defaults to
+            `10000`.
+        scaling_factor: Number, at least 1. Stretches the wavelengths to serve longer
+            contexts. Defaults to `1.0`.
+        rope_type: `"linear"`, `"dynamic"` or `"yarn"`: how `scaling_factor` applies (see
+            `rotary_frequencies`). Defaults to `"linear"`.
+        beta_fast: Number. YaRN's fast boundary. Defaults to `32.0`.
+        beta_slow: Number. YaRN's slow boundary. Defaults to `1.0`.
+        original_max_position_embeddings: Integer. YaRN's training context. Defaults to
+            `4096`.
+        truncate: Boolean. Whether YaRN's correction range is rounded to whole dimensions.
+            Defaults to `True`.
+        sequence_axis: Integer. The sequence axis of the inputs. Defaults to `1`.
+        feature_axis: Integer. The feature axis of the inputs. Defaults to `-1`.
+        denominator_dim: Optional integer. The width in the frequency exponent, if not the
+            feature width. Defaults to `None`.
+        layout: `"half"` (feature `j` pairs with `j + dim/2`: GPT-NeoX, LLaMA, keras-hub) or
+            `"interleave"` (`2j` with `2j + 1`: RoFormer, GPT-J, the documents' `T(k)`).
+            Defaults to `"half"`.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: A floating-point tensor with a sequence axis and an even feature axis, such
+            as `(batch, seq_len, dim)` or `(batch, seq_len, heads, dim)`.
+        start_index: Integer or scalar integer tensor. The position of the first step, for
+            decoding one step at a time. Defaults to `0`.
+        positions: Optional tensor of shape `(seq_len,)` or `(batch, seq_len)`: the position
+            of each step, for example from `positions_from_mask`. Integers, or floats that
+            hold whole numbers (fractional positions are refused).
+
+    Example:
+
+    >>> queries = keras.Input((None, 8, 64))
+    >>> rotated = RotaryEmbedding()(queries)
+    >>> rotated.shape
+    (None, None, 8, 64)
+
+    References:
+        [Su et al., 2021](https://arxiv.org/abs/2104.09864)
+    """
+
+    def __init__(self, max_wavelength=10000, scaling_factor=1.0, rope_type="linear", beta_fast=32.0,
+                 beta_slow=1.0, original_max_position_embeddings=4096, truncate=True,
+                 sequence_axis=1, feature_axis=-1, denominator_dim=None, layout="half", **kwargs):
+        super().__init__(**kwargs)
+        self.max_wavelength = _validation.wavelength("max_wavelength", max_wavelength)
+        self.scaling_factor = _validation.number_at_least("scaling_factor", scaling_factor, 1)
+        self.rope_type = _validation.one_of("rope_type", rope_type, ROPE_TYPES)
+        self.beta_fast = _validation.number_at_least("beta_fast", beta_fast, 0, strict=True)
+        self.beta_slow = _validation.number_at_least("beta_slow", beta_slow, 0, strict=True)
+        self.original_max_position_embeddings = _validation.positive_int(
+            "original_max_position_embeddings", original_max_position_embeddings)
+        if not isinstance(truncate, bool):
+            raise ValueError(f"`truncate` must be a boolean. {_validation.received('truncate', truncate)}")
+        self.truncate = truncate
+        self.sequence_axis = _validation.integer("sequence_axis", sequence_axis)
+        self.feature_axis = _validation.integer("feature_axis", feature_axis)
+        self.denominator_dim = (None if denominator_dim is None
+                                else _validation.positive_int("denominator_dim", denominator_dim))
+        self.layout = _validation.one_of("layout", layout, ROTARY_LAYOUTS)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        self._axes(input_shape)
+
+    def call(self, inputs, start_index=0, positions=None):
+        sequence_axis, feature_axis = self._axes(inputs.shape)
+        if not inputs.dtype.is_floating:
+            raise TypeError(
+                "`inputs` must be a floating-point tensor (queries or keys). "
+                f"Received: inputs.dtype={inputs.dtype.name}"
+            )
+        rank = inputs.shape.rank
+        order = [0] + [sequence_axis] + [
+            axis for axis in range(1, rank) if axis not in (sequence_axis, feature_axis)
+        ] + [feature_axis]
+        moved = inputs if order == list(range(rank)) else tf.transpose(inputs, order)
+        rotated = self._rotate(moved, start_index, positions)
+        if order == list(range(rank)):
+            return rotated
+        return tf.transpose(rotated, np.argsort(order))
+
+    def compute_output_shape(self, input_shape):
+        self._axes(input_shape)
+        return input_shape
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "max_wavelength": self.max_wavelength,
+            "scaling_factor": self.scaling_factor,
+            "rope_type": self.rope_type,
+            "beta_fast": self.beta_fast,
+            "beta_slow": self.beta_slow,
+            "original_max_position_embeddings": self.original_max_position_embeddings,
+            "truncate": self.truncate,
+            "sequence_axis": self.sequence_axis,
+            "feature_axis": self.feature_axis,
+            "denominator_dim": self.denominator_dim,
+            "layout": self.layout,
+        }
+
+    def frequencies(self, dim):
+        """The float64 angular frequency of each of the `dim // 2` feature pairs."""
+        return rotary_frequencies(
+            dim, self.max_wavelength, self.scaling_factor, self.rope_type, self.beta_fast,
+            self.beta_slow, self.original_max_position_embeddings, self.truncate,
+            self.denominator_dim,
+        )
+
+    def _rotate(self, inputs, start_index, positions):
+        dim = inputs.shape[-1]
+        pairs = dim // 2
+        constants = rows.column_constants(
+            tuple(self.frequencies(dim).tolist()) * 2, (0,) * pairs + (1,) * pairs
+        )
+        wide = "float64" if self.compute_dtype == "float64" else "float32"
+        if positions is not None:
+            positions = _whole_positions(positions)
+        table = rows_for_call(inputs, start_index, positions, _validation.MAX_POSITION, constants,
+                              wide, limit_is_argument=False)
+        if self.rope_type == "yarn":
+            # YaRN's attention temperature, applied to the cosines and sines as keras-hub does.
+            table = table * tf.constant(0.1 * math.log(self.scaling_factor) + 1, wide)
+        sine, cosine = table[..., :pairs], table[..., pairs:]
+        # Per feature: its pair's cosine, and its pair's sine with the sign the rotation gives
+        # it; arranged on the small table, so the inputs see one multiply-add.
+        if self.layout == "half":
+            cosine = tf.concat([cosine, cosine], axis=-1)
+            signed_sine = tf.concat([-sine, sine], axis=-1)
+        else:
+            cosine = tf.reshape(tf.stack([cosine, cosine], axis=-1), tf.shape(table))
+            signed_sine = tf.reshape(tf.stack([-sine, sine], axis=-1), tf.shape(table))
+        for _ in range(inputs.shape.rank - 3):  # between the sequence and the features
+            cosine, signed_sine = cosine[..., tf.newaxis, :], signed_sine[..., tf.newaxis, :]
+        x = tf.cast(inputs, wide)
+        if self.layout == "half":
+            partner = tf.concat([x[..., pairs:], x[..., :pairs]], axis=-1)
+        else:
+            paired = tf.reshape(x, tf.concat([tf.shape(x)[:-1], [pairs, 2]], axis=0))
+            partner = tf.reshape(tf.reverse(paired, axis=[-1]), tf.shape(x))
+        return tf.cast(x * cosine + partner * signed_sine, self.compute_dtype)
+
+    def _axes(self, shape):
+        """The sequence and feature axes as non-negative numbers, after checking them."""
+        shape = tuple(shape)
+        rank = len(shape)
+        if rank < 3:
+            raise ValueError(
+                "`inputs` must have rank 3 or more, with a batch, a sequence and a feature "
+                f"axis. Received: inputs.shape={shape}"
+            )
+        axes = []
+        for name, axis in (("sequence_axis", self.sequence_axis), ("feature_axis", self.feature_axis)):
+            if not -rank < axis < rank or axis % rank == 0:
+                raise ValueError(
+                    f"`{name}` must name an axis of `inputs` other than the batch axis 0. "
+                    f"Received: {name}={axis} for inputs.shape={shape}"
+                )
+            axes.append(axis % rank)
+        if axes[0] == axes[1]:
+            raise ValueError(
+                "`sequence_axis` and `feature_axis` must differ. "
+                f"Received: sequence_axis={self.sequence_axis}, feature_axis={self.feature_axis}"
+            )
+        dim = shape[axes[1]]
+        if dim is None or dim % 2:
+            raise ValueError(
+                "The feature axis of `inputs` must have a known, even size: the features "
+                f"rotate in pairs. Received: inputs.shape={shape} with feature_axis={self.feature_axis}"
+            )
+        return tuple(axes)
+
+
+def _whole_positions(positions):
+    """Integer positions as they are; float positions checked to be whole numbers, as int64."""
+    positions = tf.convert_to_tensor(positions)
+    if not positions.dtype.is_floating:
+        return positions
+    whole = tf.debugging.Assert(
+        tf.reduce_all(tf.math.floor(positions) == positions),
+        ["`positions` given as floats must hold whole numbers."],
+    )
+    with tf.control_dependencies([whole]):
+        return tf.cast(positions, tf.int64)
