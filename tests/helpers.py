@@ -2,6 +2,9 @@ import os
 import subprocess
 import sys
 
+import keras
+import tensorflow as tf
+
 
 def run_python(code, cwd, timeout=300):
     """Runs `code` in a fresh interpreter in `cwd` and returns its stdout; fails on a non-zero exit."""
@@ -10,3 +13,19 @@ def run_python(code, cwd, timeout=300):
                                capture_output=True, text=True, timeout=timeout)
     assert completed.returncode == 0, completed.stderr[-4000:]
     return completed.stdout
+
+
+class MaskProbe(keras.layers.Layer):
+    """Returns the mask that reached it, as 0/1 floats (or -1 everywhere when none did)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def call(self, inputs, mask=None):
+        if mask is None:
+            return -tf.ones(tf.shape(inputs)[:2])
+        return tf.cast(mask, "float32")

@@ -7,6 +7,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import MaskProbe
 from layer_checks import run_layer_checks
 from reference import reference_table
 
@@ -63,20 +64,6 @@ def test_global_dtype_policy_is_followed_and_model_trains(policy):
 # 2. Masking
 
 
-class MaskProbe(keras.layers.Layer):
-    """Returns the mask it was given, as floats, to see what reaches the next layer."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.supports_masking = True
-
-    def compute_mask(self, inputs, mask=None):
-        return None
-
-    def call(self, inputs, mask=None):
-        return tf.cast(mask, "float32")
-
-
 def test_mask_reaches_the_next_layer_symbolically_and_eagerly_without_warning():
     tokens = np.array([[3, 5, 0, 0], [1, 0, 0, 0]])
     with warnings.catch_warnings():
@@ -85,10 +72,7 @@ def test_mask_reaches_the_next_layer_symbolically_and_eagerly_without_warning():
         embedded = keras.layers.Embedding(10, 4, mask_zero=True)(inputs)
         model = keras.Model(inputs, MaskProbe()(PositionalEncoding(8, 4)(embedded)))
         np.testing.assert_array_equal(model.predict(tokens, verbose=0), tokens != 0)
-        embedding = keras.layers.Embedding(10, 4, mask_zero=True)
-        layer = PositionalEncoding(8, 4)
-        mask = embedding.compute_mask(tokens)
-        np.testing.assert_array_equal(layer.compute_mask(embedding(tokens), mask), tokens != 0)
+        np.testing.assert_array_equal(model(tokens).numpy(), tokens != 0)
 
 
 def test_positional_embedding_makes_the_mask():
@@ -96,8 +80,8 @@ def test_positional_embedding_makes_the_mask():
     inputs = keras.Input((None,), dtype="int32")
     model = keras.Model(inputs, MaskProbe()(PositionalEmbedding(10, 4, 8, mask_zero=True)(inputs)))
     np.testing.assert_array_equal(model.predict(tokens, verbose=0), tokens != 0)
-    unmasked = keras.Model(inputs, PositionalEmbedding(10, 4, 8)(inputs))
-    assert getattr(unmasked.outputs[0], "_keras_mask", None) is None
+    unmasked = keras.Model(inputs, MaskProbe()(PositionalEmbedding(10, 4, 8)(inputs)))
+    np.testing.assert_array_equal(unmasked.predict(tokens, verbose=0), -np.ones((2, 4)))
 
 
 # 3. Graph and XLA
@@ -146,7 +130,10 @@ def test_decoding_one_step_at_a_time_equals_the_full_pass():
     np.testing.assert_array_equal(np.concatenate(steps, axis=1), full)
     step = tf.function(lambda x, t: layer(x, start_index=t))
     traced = [step(x[:, t:t + 1], tf.constant(t)).numpy() for t in range(10)]
-    np.testing.assert_allclose(np.concatenate(traced, axis=1), full, atol=2**-22)
+    np.testing.assert_array_equal(np.concatenate(traced, axis=1), full)
+    # Against the formula too: x + PE, each sum rounded once to float32.
+    expected = x + reference_table(np.arange(10), 8)
+    assert np.abs(full - expected).max() <= 2**-23 * (1 + np.abs(expected).max())
 
 
 def test_positional_embedding_decodes_step_by_step():
@@ -155,6 +142,9 @@ def test_positional_embedding_decodes_step_by_step():
     full = layer(tokens).numpy()
     steps = [layer(tokens[:, t:t + 1], start_index=t).numpy() for t in range(4)]
     np.testing.assert_array_equal(np.concatenate(steps, axis=1), full)
+    table = layer.token_embedding.embeddings.numpy().astype(np.float64)
+    expected = table[tokens] * np.sqrt(8) + reference_table(np.arange(4), 8)
+    assert np.abs(full - expected).max() <= 2**-22 * (1 + np.abs(expected).max())
 
 
 @pytest.mark.parametrize("shape", [(3,), (2, 3)], ids=["shared", "per-example"])

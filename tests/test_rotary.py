@@ -8,7 +8,7 @@ import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import run_python
+from helpers import MaskProbe, run_python
 from layer_checks import run_layer_checks
 from reference import reference_rotation
 from test_runtimes import to_onnx, to_tflite
@@ -143,7 +143,7 @@ def test_whole_float_positions_are_exact_and_fractional_ones_refused():
      ({"rope_type": "ntk"}, None, ValueError, r"`rope_type` must be one of"),
      ({"layout": "pairs"}, None, ValueError, r"`layout` must be one of"),
      ({"scaling_factor": 0.5}, None, ValueError, r"`scaling_factor` must be a finite number at least 1"),
-     ({"max_wavelength": 1}, None, ValueError, r"`max_wavelength` must be a number greater than 1"),
+     ({"max_wavelength": 1}, None, ValueError, r"`max_wavelength` must be a finite number greater than 1"),
      ({}, (1, 3), ValueError, r"must have rank 3 or more")],
     ids=["odd-dim", "axis-out-of-range", "batch-axis", "same-axes", "rope-type", "layout",
          "scaling", "wavelength", "rank"],
@@ -172,18 +172,6 @@ def test_rotary_embedding_passes_the_layer_checks():
                                                         "interleave"),
                      expected_trainable_weights=0)
     run_layer_checks(RotaryEmbedding, {}, x, expected_output=expected, expected_trainable_weights=0)
-
-
-class MaskProbe(keras.layers.Layer):
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.supports_masking = True
-
-    def compute_mask(self, inputs, mask=None):
-        return None
-
-    def call(self, inputs, mask=None):
-        return tf.cast(mask, "float32")
 
 
 def test_mask_reaches_the_next_layer():

@@ -3,6 +3,8 @@
 import math
 import numbers
 
+import tensorflow as tf
+
 LAYOUTS = ("interleave", "concat")
 
 # Positions travel through the graphs as int32.
@@ -31,10 +33,22 @@ def non_negative_int(name, value):
 
 
 def wavelength(name, value):
+    """Returns `value` as a Python int or float (so configs stay JSON), or raises."""
     is_real = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if not is_real or not value > 1:
-        raise ValueError(f"`{name}` must be a number greater than 1. {received(name, value)}")
-    return value
+    if not is_real or not math.isfinite(value) or not value > 1:
+        raise ValueError(f"`{name}` must be a finite number greater than 1. {received(name, value)}")
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
+
+
+def floating_dtype(name, value):
+    """Returns the name of a floating-point dtype, or raises naming `name`."""
+    try:
+        dtype = tf.as_dtype(value)
+    except TypeError:
+        dtype = None
+    if dtype is None or not dtype.is_floating:
+        raise ValueError(f"`{name}` must be a floating-point dtype. {received(name, value)}")
+    return dtype.name
 
 
 def input_shape(shape, rank, axes):
@@ -75,3 +89,20 @@ def one_of(name, value, choices):
     if value not in choices:
         raise ValueError(f"`{name}` must be one of {choices}. {received(name, value)}")
     return value
+
+
+def dense_inputs(inputs):
+    """Raises a `TypeError` for ragged and sparse inputs, which the layers do not take."""
+    if isinstance(inputs, (tf.RaggedTensor, tf.SparseTensor)):
+        raise TypeError(
+            "`inputs` must be a dense tensor: ragged and sparse tensors are not accepted. Pad the "
+            "sequences (for example `inputs.to_tensor()`) and pass the padding as a mask or as "
+            f"`positions`. Received: inputs of type {type(inputs).__name__}"
+        )
+
+
+def floating_inputs(dtype, what):
+    """Raises a `TypeError` unless `dtype` (a dtype or its name) is floating-point."""
+    name = tf.as_dtype(dtype).name
+    if not tf.as_dtype(dtype).is_floating:
+        raise TypeError(f"`inputs` must be a floating-point tensor ({what}). Received: inputs.dtype={name}")

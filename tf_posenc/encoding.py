@@ -8,6 +8,8 @@ requested dtype, so a float32 table holds the float64 values rounded to nearest 
 every position up to 2**20 and beyond, and no position passes through a 16-bit float.
 """
 
+import math
+
 import numpy as np
 import tensorflow as tf
 
@@ -16,6 +18,8 @@ from tf_posenc import _validation
 # Rows computed per step by `positional_encoding`, so that the float64 scratch
 # space stays small however long the table is.
 _ROWS_PER_CHUNK = 4096
+
+CONVENTIONS = ("paper", "tensor2tensor", "tensor2tensor_documented", "fairseq")
 
 
 def get_angles(position, i, d_model, max_wavelength=10000):
@@ -34,6 +38,11 @@ def get_angles(position, i, d_model, max_wavelength=10000):
 
     Returns:
         A float64 NumPy array, the broadcast of `position` against `i`.
+
+    Example:
+
+    >>> get_angles(np.arange(3)[:, np.newaxis], np.arange(4)[np.newaxis, :], 4).round(2).tolist()
+    [[0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.01, 0.01], [2.0, 2.0, 0.02, 0.02]]
     """
     d_model = _validation.positive_int("d_model", d_model)
     max_wavelength = _validation.wavelength("max_wavelength", max_wavelength)
@@ -61,54 +70,171 @@ def column_order(d_model, layout="interleave"):
     return interleaved.reshape(-1)[:d_model]
 
 
-def columns(d_model, max_wavelength=10000, layout="interleave"):
+def columns(d_model, max_wavelength=10000, layout=None, convention="paper", min_timescale=1.0):
     """What each output column holds: its angular frequency and whether it is a cosine.
+
+    The one place every convention is written down; the NumPy tables and the in-graph
+    route both read it. Conventions, by the code that defines them:
+
+    * `"paper"`: `w_k = max_wavelength ** (-2k / d_model)`, `ceil(d_model / 2)` of them;
+      interleaved by default (an odd width ends on a sine).
+    * `"tensor2tensor"` (`get_timing_signal_1d`, TF Model Garden's
+      `RelativePositionEmbedding`): `d_model // 2` frequencies
+      `min_timescale * exp(-k * log(max_wavelength / min_timescale) / max(d_model // 2 - 1, 1))`,
+      with `max_wavelength` as `max_timescale`; all sines, then all cosines, and a zero column
+      when `d_model` is odd. The code multiplies by `min_timescale` where its own description
+      (timescales from `min_timescale` to `max_timescale`) divides (tensorflow/models#10945);
+      the two agree at the default 1.0.
+    * `"tensor2tensor_documented"`: the same, dividing by `min_timescale` as described.
+    * `"fairseq"` (`SinusoidalPositionalEmbedding`): `d_model // 2` frequencies
+      `exp(-k * log(max_wavelength) / (d_model // 2 - 1))`; sines then cosines, a zero column
+      when `d_model` is odd.
+
+    Args:
+        d_model: Integer. Number of columns.
+        max_wavelength: Number. The base (the `max_timescale` of tensor2tensor).
+        layout: `"interleave"`, `"concat"`, or `None` for the convention's own.
+        convention: One of `CONVENTIONS`.
+        min_timescale: Number. tensor2tensor's `min_timescale`. Defaults to `1.0`.
 
     Returns:
         A tuple `(frequencies, cosine)` of float64 and bool NumPy arrays of shape
-        `(d_model,)`: column `c` is `cos(pos * frequencies[c])` where `cosine[c]`,
-        else `sin(pos * frequencies[c])`.
+        `(d_model,)`: column `c` is `cos(pos * frequencies[c])` where `cosine[c]`, else
+        `sin(pos * frequencies[c])` (a frequency of 0 makes a zero column).
     """
-    pairs = (d_model + 1) // 2
-    source = column_order(d_model, layout)
-    return frequencies(d_model, max_wavelength)[source % pairs], source >= pairs
+    layout = layout or default_layout(convention)
+    if convention == "paper":
+        pairs = (d_model + 1) // 2
+        source = column_order(d_model, layout)
+        return frequencies(d_model, max_wavelength)[source % pairs], source >= pairs
+    count = d_model // 2
+    steps = np.arange(count, dtype=np.float64)
+    if convention == "fairseq":
+        rates = np.exp(-steps * math.log(max_wavelength) / (count - 1))
+    else:
+        increment = math.log(max_wavelength / min_timescale) / max(count - 1, 1)
+        scale = min_timescale if convention == "tensor2tensor" else 1 / min_timescale
+        rates = scale * np.exp(-steps * increment)
+    source = column_order(2 * count, layout)
+    # An odd width ends on a zero column: frequency 0, a sine.
+    zero = [0] * (d_model % 2)
+    return (np.concatenate([rates[source % max(count, 1)] if count else [], np.zeros(len(zero))]),
+            np.concatenate([source >= count, np.zeros(len(zero), bool)]))
 
 
-def sinusoids(positions, d_model, max_wavelength=10000, layout="interleave"):
+def default_layout(convention):
+    return "interleave" if convention == "paper" else "concat"
+
+
+def sinusoids(positions, d_model, max_wavelength=10000, layout=None, convention="paper",
+              min_timescale=1.0):
     """Encoding rows for integer `positions`, as a float64 array of shape `positions.shape + (d_model,)`."""
-    angles = np.asarray(positions, dtype=np.float64)[..., np.newaxis] * frequencies(
-        d_model, max_wavelength
-    )
-    table = np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)
-    return table[..., column_order(d_model, layout)]
+    rates, cosine = columns(d_model, max_wavelength, layout, convention, min_timescale)
+    angles = np.asarray(positions, dtype=np.float64)[..., np.newaxis] * rates
+    return np.where(cosine, np.cos(angles), np.sin(angles))
 
 
-def sinusoid_rows(start, stop, d_model, max_wavelength=10000, layout="interleave", dtype="float32"):
+def sinusoid_rows(start, stop, d_model, dtype="float32", **options):
     """Rows `start .. stop - 1` as a NumPy array of `dtype`, shape `(stop - start, d_model)`.
 
     The float64 values are computed a few thousand rows at a time, so the scratch
-    space stays small next to the result however many rows are asked for.
+    space stays small next to the result however many rows are asked for. `options` are
+    those of `columns`.
     """
     rows = np.empty((stop - start, d_model), dtype=tf.as_dtype(dtype).as_numpy_dtype)
     for first in range(start, stop, _ROWS_PER_CHUNK):
         last = min(first + _ROWS_PER_CHUNK, stop)
-        rows[first - start : last - start] = sinusoids(
-            np.arange(first, last), d_model, max_wavelength, layout
-        )
+        rows[first - start : last - start] = sinusoids(np.arange(first, last), d_model, **options)
     return rows
 
 
-def positional_encoding(position, d_model, max_wavelength=10000, layout="interleave", dtype="float32"):
+def timestep_columns(dim, max_period=10000, downscale_freq_shift=1, flip_sin_to_cos=False, scale=1.0):
+    """`columns` for the diffusion timestep embedding of DDPM / latent diffusion.
+
+    `get_timestep_embedding` (diffusers, and DDPM's original with `downscale_freq_shift=1`):
+    `dim // 2` frequencies `scale * exp(-log(max_period) * k / (dim // 2 - downscale_freq_shift))`,
+    sines then cosines (cosines first with `flip_sin_to_cos`), a zero column for an odd `dim`.
+    """
+    half = dim // 2
+    steps = np.arange(half, dtype=np.float64)
+    rates = scale * np.exp(-math.log(max_period) * steps / (half - downscale_freq_shift))
+    cosine = np.arange(2 * half) >= half
+    if flip_sin_to_cos:
+        cosine = ~cosine
+    zero = dim % 2
+    return (np.concatenate([rates, rates, np.zeros(zero)]),
+            np.concatenate([cosine, np.zeros(zero, bool)]))
+
+
+def sincos_2d(embed_dim, grid_size, cls_token=False):
+    """MAE's 2-D sine-cosine table for a square grid of patches, in float64.
+
+    Patch `n` sits at row `n // grid_size` and column `n % grid_size`. As in MAE's
+    `get_2d_sincos_pos_embed`, the first half of the width encodes the column and the second
+    half the row, each half with the paper's frequencies for its width in the concat layout
+    (sines, then cosines); `cls_token=True` puts an all-zero row first.
+
+    Args:
+        embed_dim: Integer, a multiple of 4. Width of the table.
+        grid_size: Integer. Patches per side.
+        cls_token: Boolean. Whether to add a leading zero row for a class token.
+
+    Returns:
+        A float64 NumPy array of shape `(grid_size**2 [+ 1], embed_dim)`.
+
+    Example:
+
+    >>> sincos_2d(8, 2, cls_token=True).shape
+    (5, 8)
+    """
+    embed_dim = _validation.positive_int("embed_dim", embed_dim)
+    grid_size = _validation.positive_int("grid_size", grid_size)
+    if embed_dim % 4:
+        raise ValueError(
+            "`embed_dim` must be a multiple of 4: each grid axis gets half the width, in sine "
+            f"and cosine halves. Received: embed_dim={embed_dim}"
+        )
+    if not isinstance(cls_token, bool):
+        raise ValueError(f"`cls_token` must be a boolean. {_validation.received('cls_token', cls_token)}")
+    row, column = np.divmod(np.arange(grid_size**2), grid_size)
+    half = embed_dim // 2
+    table = np.concatenate([sinusoids(column, half, layout="concat"), sinusoids(row, half, layout="concat")],
+                           axis=-1)
+    return np.concatenate([np.zeros((1, embed_dim)), table]) if cls_token else table
+
+
+def check_options(d_model, max_wavelength, layout, convention, min_timescale):
+    """Validates the options of `columns`; returns them with `layout` resolved."""
+    max_wavelength = _validation.wavelength("max_wavelength", max_wavelength)
+    convention = _validation.one_of("convention", convention, CONVENTIONS)
+    if convention == "fairseq" and d_model < 4:
+        raise ValueError(
+            "`convention='fairseq'` needs `d_model` of at least 4: its frequencies divide by "
+            f"d_model // 2 - 1. Received: d_model={d_model}"
+        )
+    min_timescale = _validation.number_at_least("min_timescale", min_timescale, 0, strict=True)
+    layout = _validation.layout("layout", layout or default_layout(convention), d_model - d_model % 2
+                                if convention != "paper" else d_model)
+    return max_wavelength, layout, convention, min_timescale
+
+
+def positional_encoding(position, d_model, max_wavelength=10000, layout=None, dtype="float32",
+                        convention="paper", min_timescale=1.0):
     """The full encoding table, shape `(1, position, d_model)`, as a `tf.Tensor`.
 
     Args:
         position: Integer. Number of positions (rows), starting at 0.
         d_model: Integer. Width of the encoding (columns).
-        max_wavelength: Number. The base of the wavelengths. Defaults to `10000`.
+        max_wavelength: Number. The base of the wavelengths (tensor2tensor's
+            `max_timescale`). Defaults to `10000`.
         layout: `"interleave"` (sin on even columns, cos on odd ones, as in the
-            paper) or `"concat"` (all sines, then all cosines). Defaults to
-            `"interleave"`.
+            paper) or `"concat"` (all sines, then all cosines). Defaults to the
+            convention's own: `"interleave"` for the paper, `"concat"` for the others.
         dtype: The dtype of the result. Defaults to `"float32"`.
+        convention: `"paper"`, `"tensor2tensor"`, `"tensor2tensor_documented"` or
+            `"fairseq"`: whose frequencies and column order (see `columns`).
+            Defaults to `"paper"`.
+        min_timescale: Number. tensor2tensor's `min_timescale`. Defaults to `1.0`.
 
     Returns:
         A `tf.Tensor` of shape `(1, position, d_model)`: float64 values rounded
@@ -122,9 +248,11 @@ def positional_encoding(position, d_model, max_wavelength=10000, layout="interle
     """
     position = _validation.positive_int("position", position, maximum=_validation.MAX_POSITION)
     d_model = _validation.positive_int("d_model", d_model)
-    _validation.wavelength("max_wavelength", max_wavelength)
-    _validation.layout("layout", layout, d_model)
-    table = sinusoid_rows(0, position, d_model, max_wavelength, layout, dtype)
+    max_wavelength, layout, convention, min_timescale = check_options(
+        d_model, max_wavelength, layout, convention, min_timescale)
+    dtype = _validation.floating_dtype("dtype", dtype)
+    table = sinusoid_rows(0, position, d_model, dtype, max_wavelength=max_wavelength, layout=layout,
+                          convention=convention, min_timescale=min_timescale)
     return tf.convert_to_tensor(table[np.newaxis])
 
 
@@ -145,6 +273,12 @@ def shift_matrix(k, d_model, max_wavelength=10000, layout="interleave"):
     Returns:
         A float64 NumPy array of shape `(d_model, d_model)`, block-diagonal in
         the interleaved layout.
+
+    Example:
+
+    >>> table = positional_encoding(10, 4, dtype="float64").numpy()[0]
+    >>> bool(np.allclose(shift_matrix(3, 4) @ table[2], table[5]))
+    True
     """
     is_int = isinstance(k, (int, np.integer)) and not isinstance(k, bool)
     if not is_int:

@@ -49,7 +49,9 @@ def plot_positional_encoding(position, d_model, ax=None, max_wavelength=10000,
     Example:
 
     >>> figure = plot_positional_encoding(50, 512)
-    >>> figure.savefig("pe.png")
+    >>> figure.axes[0].get_xlabel()
+    'Depth (embedding dimension)'
+    >>> figure.savefig("pe.png")  # doctest: +SKIP
     """
     table = encoding.positional_encoding(
         position, d_model, max_wavelength=max_wavelength, layout=layout
@@ -81,6 +83,12 @@ def plot_similarity(position, d_model, ax=None, max_wavelength=10000, reference_
 
     Returns:
         The matplotlib `Figure` holding the plot.
+
+    Example:
+
+    >>> figure = plot_similarity(128, 64, reference_positions=(0, 60))
+    >>> [line.get_label() for line in figure.axes[0].lines][1:]
+    ['PE(0) . PE(q)', 'PE(60) . PE(q)']
     """
     position = _validation.positive_int("position", position)
     d_model = _validation.positive_int("d_model", d_model)

@@ -164,3 +164,16 @@ def positions_from_mask(mask):
         raise ValueError(f"`mask` must have shape (batch, seq_len). Received: mask.shape={mask.shape}")
     counts = tf.cumsum(tf.cast(tf.cast(mask, tf.bool), tf.int32), axis=-1)
     return tf.maximum(counts - 1, 0)
+
+
+def whole_positions(positions):
+    """Integer positions as they are; float positions checked to be whole numbers, as int64."""
+    positions = tf.convert_to_tensor(positions)
+    if not positions.dtype.is_floating:
+        return positions
+    whole = tf.debugging.Assert(
+        tf.reduce_all(tf.math.floor(positions) == positions),
+        ["`positions` given as floats must hold whole numbers."],
+    )
+    with tf.control_dependencies([whole]):
+        return tf.cast(positions, tf.int64)

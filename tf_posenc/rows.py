@@ -74,9 +74,10 @@ def column_constants(frequencies, quarter_turns):
     return limbs, offsets
 
 
-def encoding_constants(d_model, max_wavelength=10000, layout="interleave"):
-    """`column_constants` for the paper's encoding with these options."""
-    frequencies, cosine = encoding.columns(d_model, max_wavelength, layout)
+def encoding_constants(d_model, max_wavelength=10000, layout=None, convention="paper",
+                       min_timescale=1.0):
+    """`column_constants` for the encoding with these options (those of `encoding.columns`)."""
+    frequencies, cosine = encoding.columns(d_model, max_wavelength, layout, convention, min_timescale)
     return column_constants(tuple(frequencies.tolist()), tuple(cosine.astype(int).tolist()))
 
 

@@ -1,8 +1,9 @@
 import math
 
 import keras
+import tensorflow as tf
 
-from tf_posenc import _validation
+from tf_posenc import _validation, encoding
 from tf_posenc.layers.positional_encoding import PositionalEncoding
 
 
@@ -25,15 +26,25 @@ class PositionalEmbedding(keras.layers.Layer):
             layers that follow. Defaults to `False`.
         max_wavelength: Number. The base of the wavelengths. Defaults to
             `10000`.
-        layout: `"interleave"` or `"concat"`. Defaults to `"interleave"`.
+        layout: `"interleave"` or `"concat"`. Defaults to the convention's own.
         embeddings_initializer: The initializer of the embedding matrix.
             Defaults to `"uniform"`, as `keras.layers.Embedding`.
+        convention: `"paper"`, `"tensor2tensor"`, `"tensor2tensor_documented"` or
+            `"fairseq"`, as for `PositionalEncoding`. Defaults to `"paper"`.
+        min_timescale: Number. tensor2tensor's `min_timescale`. Defaults to `1.0`.
+        padding_idx: Optional integer. fairseq's padding id: real tokens take
+            positions `padding_idx + 1, padding_idx + 2, ...` (counting real tokens
+            only) and padding tokens get an all-zero encoding row. `position` must
+            then exceed `seq_len + padding_idx`. Defaults to `None`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
         inputs: Integer tensor of token ids, shape `(batch, seq_len)`.
         start_index: Integer or scalar integer tensor. Position of the first
             token, for decoding one step at a time. Defaults to `0`.
+        positions: Optional integer tensor of shape `(seq_len,)` or
+            `(batch, seq_len)`: the position of each token, for example from
+            `positions_from_mask`.
 
     Example:
 
@@ -44,19 +55,21 @@ class PositionalEmbedding(keras.layers.Layer):
     """
 
     def __init__(self, vocab_size, d_model, position, mask_zero=False, max_wavelength=10000,
-                 layout="interleave", embeddings_initializer="uniform", **kwargs):
+                 layout=None, embeddings_initializer="uniform", convention="paper", min_timescale=1.0,
+                 padding_idx=None, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = _validation.positive_int("vocab_size", vocab_size)
         self.d_model = _validation.positive_int("d_model", d_model)
-        self.position = _validation.positive_int("position", position)
+        self.position = _validation.positive_int(
+            "position", position, maximum=_validation.MAX_POSITION
+        )
         if not isinstance(mask_zero, bool):
-            raise ValueError(
-                "`mask_zero` must be a boolean. "
-                f"Received: mask_zero={mask_zero!r} (of type {type(mask_zero).__name__})"
-            )
+            raise ValueError(f"`mask_zero` must be a boolean. {_validation.received('mask_zero', mask_zero)}")
         self.mask_zero = mask_zero
-        self.max_wavelength = max_wavelength
-        self.layout = layout
+        self.max_wavelength, self.layout, self.convention, self.min_timescale = (
+            encoding.check_options(self.d_model, max_wavelength, layout, convention, min_timescale))
+        self.padding_idx = (None if padding_idx is None
+                            else _validation.non_negative_int("padding_idx", padding_idx))
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         self.token_embedding = keras.layers.Embedding(
             vocab_size, d_model, mask_zero=mask_zero,
@@ -64,25 +77,65 @@ class PositionalEmbedding(keras.layers.Layer):
             dtype=self.dtype_policy, name="token_embedding",
         )
         self.position_encoding = PositionalEncoding(
-            position, d_model, max_wavelength=max_wavelength, layout=layout,
+            self.position, self.d_model, max_wavelength=self.max_wavelength, layout=self.layout,
+            convention=self.convention, min_timescale=self.min_timescale,
             dtype=self.dtype_policy, name="position_encoding",
         )
-        self.supports_masking = mask_zero
+        self.supports_masking = True
+
+    def __call__(self, inputs, *args, **kwargs):
+        _validation.dense_inputs(inputs)
+        return super().__call__(inputs, *args, **kwargs)
 
     def build(self, input_shape):
-        input_shape = _validation.input_shape(input_shape, 2, "(batch, seq_len) token ids")
+        input_shape = self._check_input_shape(input_shape)
         self.token_embedding.build(input_shape)
         self.position_encoding.build(input_shape + (self.d_model,))
 
-    def call(self, inputs, start_index=0):
-        embedded = self.token_embedding(inputs) * math.sqrt(self.d_model)
-        return self.position_encoding(embedded, start_index=start_index)
+    def call(self, inputs, start_index=0, positions=None):
+        self._check_input_dtype(inputs.dtype)
+        # An incoming mask is merged by `compute_mask`; a fresh tensor carries none into the
+        # inner Embedding, which would warn that it drops it.
+        embedded = self.token_embedding(tf.identity(inputs)) * math.sqrt(self.d_model)
+        if self.padding_idx is None:
+            return self.position_encoding(embedded, start_index=start_index, positions=positions)
+        if positions is not None or not (isinstance(start_index, int) and start_index == 0):
+            raise ValueError(
+                "With `padding_idx`, positions come from the tokens (as in fairseq); pass neither "
+                "`start_index` nor `positions`."
+            )
+        # fairseq's make_positions: real tokens count up from padding_idx + 1, padding tokens
+        # sit at padding_idx, whose row is all zeros.
+        real = tf.cast(tf.not_equal(inputs, self.padding_idx), tf.int32)
+        positions = tf.cumsum(real, axis=1) * real + self.padding_idx
+        zeros = tf.zeros_like(embedded)
+        encoded = self.position_encoding(zeros, positions=positions)
+        return embedded + encoded * tf.cast(real, encoded.dtype)[..., tf.newaxis]
 
     def compute_mask(self, inputs, mask=None):
-        return self.token_embedding.compute_mask(inputs, mask)
+        own = self.token_embedding.compute_mask(inputs)
+        if mask is None or own is None:
+            return own if mask is None else mask
+        return keras.ops.logical_and(keras.ops.cast(mask, "bool"), own)
 
     def compute_output_shape(self, input_shape):
-        return tuple(input_shape) + (self.d_model,)
+        return self._check_input_shape(input_shape) + (self.d_model,)
+
+    def compute_output_spec(self, inputs, start_index=0, positions=None):
+        self._check_input_dtype(inputs.dtype)
+        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
+
+    @staticmethod
+    def _check_input_shape(shape):
+        return _validation.input_shape(shape, 2, "(batch, seq_len) token ids")
+
+    @staticmethod
+    def _check_input_dtype(dtype):
+        if not tf.as_dtype(dtype).is_integer:
+            raise TypeError(
+                "`inputs` must hold integer token ids. "
+                f"Received: inputs.dtype={tf.as_dtype(dtype).name}"
+            )
 
     def get_config(self):
         return {
@@ -94,4 +147,7 @@ class PositionalEmbedding(keras.layers.Layer):
             "max_wavelength": self.max_wavelength,
             "layout": self.layout,
             "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+            "convention": self.convention,
+            "min_timescale": self.min_timescale,
+            "padding_idx": self.padding_idx,
         }

@@ -1,7 +1,7 @@
 import keras
 import tensorflow as tf
 
-from tf_posenc import _validation, rows
+from tf_posenc import _validation, encoding, rows
 from tf_posenc.positions import check_fits, rows_for_call
 
 # `pos_encoding` builds the whole table; past this many values, ask for rows instead.
@@ -34,8 +34,13 @@ class PositionalEncoding(keras.layers.Layer):
             progression of wavelengths. Defaults to `10000`.
         layout: `"interleave"` (the paper's layout: sin on even columns, cos on
             odd columns) or `"concat"` (all sines, then all cosines, as in the
-            TensorFlow text tutorial and tensor2tensor). Defaults to
-            `"interleave"`.
+            TensorFlow text tutorial and tensor2tensor). Defaults to the
+            convention's own (`"interleave"` for `"paper"`).
+        convention: `"paper"`, `"tensor2tensor"`, `"tensor2tensor_documented"`
+            or `"fairseq"`: reproduce the table of that code (see
+            `tf_posenc.encoding.columns`). Defaults to `"paper"`.
+        min_timescale: Number. tensor2tensor's `min_timescale` (its
+            `max_timescale` is `max_wavelength`). Defaults to `1.0`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -65,7 +70,8 @@ class PositionalEncoding(keras.layers.Layer):
         [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
     """
 
-    def __init__(self, position, d_model, max_wavelength=10000, layout="interleave", **kwargs):
+    def __init__(self, position, d_model, max_wavelength=10000, layout=None, convention="paper",
+                 min_timescale=1.0, **kwargs):
         super().__init__(**kwargs)
         if keras.backend.backend() != "tensorflow":
             raise RuntimeError(
@@ -76,8 +82,8 @@ class PositionalEncoding(keras.layers.Layer):
             "position", position, maximum=_validation.MAX_POSITION
         )
         self.d_model = _validation.positive_int("d_model", d_model)
-        self.max_wavelength = _validation.wavelength("max_wavelength", max_wavelength)
-        self.layout = _validation.layout("layout", layout, self.d_model)
+        self.max_wavelength, self.layout, self.convention, self.min_timescale = (
+            encoding.check_options(self.d_model, max_wavelength, layout, convention, min_timescale))
         self.supports_masking = True
 
     @property
@@ -112,20 +118,27 @@ class PositionalEncoding(keras.layers.Layer):
                 "`encoding_rows` needs start <= stop <= position. "
                 f"Received: start={start}, stop={stop} with position={self.position}"
             )
-        constants = rows.encoding_constants(self.d_model, self.max_wavelength, self.layout)
+        constants = rows.encoding_constants(*self._options())
         return rows.contiguous_rows(start, stop - start, *constants, self.compute_dtype)[None]
+
+    def __call__(self, inputs, *args, **kwargs):
+        _validation.dense_inputs(inputs)
+        return super().__call__(inputs, *args, **kwargs)
 
     def build(self, input_shape):
         self._check_input_shape(input_shape)
 
     def call(self, inputs, start_index=0, positions=None):
         self._check_input_shape(inputs.shape)
-        if not inputs.dtype.is_floating:
-            raise TypeError(
-                "`inputs` must be a floating-point tensor (for example the output of an "
-                f"`Embedding`). Received: inputs.dtype={inputs.dtype.name}"
+        _validation.floating_inputs(inputs.dtype, "for example the output of an `Embedding`")
+        if inputs.shape[-1] is None:  # only known when the graph runs: the add would broadcast
+            width = tf.debugging.Assert(
+                tf.equal(tf.shape(inputs)[-1], self.d_model),
+                [f"The last dimension of `inputs` must equal d_model={self.d_model}."],
             )
-        constants = rows.encoding_constants(self.d_model, self.max_wavelength, self.layout)
+            with tf.control_dependencies([width]):
+                inputs = tf.identity(inputs)
+        constants = rows.encoding_constants(*self._options())
         rank = inputs.shape.rank
         added = rows_for_call(
             inputs, start_index, positions, self.position, constants, self.compute_dtype,
@@ -140,6 +153,10 @@ class PositionalEncoding(keras.layers.Layer):
         self._check_input_shape(input_shape)
         return input_shape
 
+    def compute_output_spec(self, inputs, start_index=0, positions=None):
+        _validation.floating_inputs(inputs.dtype, "for example the output of an `Embedding`")
+        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
+
     def get_config(self):
         return {
             **super().get_config(),
@@ -147,7 +164,12 @@ class PositionalEncoding(keras.layers.Layer):
             "d_model": self.d_model,
             "max_wavelength": self.max_wavelength,
             "layout": self.layout,
+            "convention": self.convention,
+            "min_timescale": self.min_timescale,
         }
+
+    def _options(self):
+        return self.d_model, self.max_wavelength, self.layout, self.convention, self.min_timescale
 
     def _check_input_shape(self, shape):
         shape = tuple(shape)

@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_posenc import _validation, rows
-from tf_posenc.positions import rows_for_call
+from tf_posenc.positions import rows_for_call, whole_positions
 
 ROPE_TYPES = ("linear", "dynamic", "yarn")
 ROTARY_LAYOUTS = ("half", "interleave")
@@ -123,16 +123,16 @@ class RotaryEmbedding(keras.layers.Layer):
         self.layout = _validation.one_of("layout", layout, ROTARY_LAYOUTS)
         self.supports_masking = True
 
+    def __call__(self, inputs, *args, **kwargs):
+        _validation.dense_inputs(inputs)
+        return super().__call__(inputs, *args, **kwargs)
+
     def build(self, input_shape):
         self._axes(input_shape)
 
     def call(self, inputs, start_index=0, positions=None):
         sequence_axis, feature_axis = self._axes(inputs.shape)
-        if not inputs.dtype.is_floating:
-            raise TypeError(
-                "`inputs` must be a floating-point tensor (queries or keys). "
-                f"Received: inputs.dtype={inputs.dtype.name}"
-            )
+        _validation.floating_inputs(inputs.dtype, "queries or keys")
         rank = inputs.shape.rank
         order = [0] + [sequence_axis] + [
             axis for axis in range(1, rank) if axis not in (sequence_axis, feature_axis)
@@ -146,6 +146,10 @@ class RotaryEmbedding(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         self._axes(input_shape)
         return input_shape
+
+    def compute_output_spec(self, inputs, start_index=0, positions=None):
+        _validation.floating_inputs(inputs.dtype, "queries or keys")
+        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
 
     def get_config(self):
         return {
@@ -179,7 +183,7 @@ class RotaryEmbedding(keras.layers.Layer):
         )
         wide = "float64" if self.compute_dtype == "float64" else "float32"
         if positions is not None:
-            positions = _whole_positions(positions)
+            positions = whole_positions(positions)
         table = rows_for_call(inputs, start_index, positions, _validation.MAX_POSITION, constants,
                               wide, limit_is_argument=False)
         if self.rope_type == "yarn":
@@ -234,15 +238,3 @@ class RotaryEmbedding(keras.layers.Layer):
             )
         return tuple(axes)
 
-
-def _whole_positions(positions):
-    """Integer positions as they are; float positions checked to be whole numbers, as int64."""
-    positions = tf.convert_to_tensor(positions)
-    if not positions.dtype.is_floating:
-        return positions
-    whole = tf.debugging.Assert(
-        tf.reduce_all(tf.math.floor(positions) == positions),
-        ["`positions` given as floats must hold whole numbers."],
-    )
-    with tf.control_dependencies([whole]):
-        return tf.cast(positions, tf.int64)

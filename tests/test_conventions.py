@@ -1,0 +1,243 @@
+"""Every published sinusoidal table: tensor2tensor, fairseq, MAE's 2-D patches, diffusion timesteps.
+
+Each reference below restates its original code's formula in float64 NumPy (the original
+names are given), independently of tf_posenc's own `columns`.
+"""
+
+import json
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+from test_runtimes import float64_attributes, to_tflite
+
+from tf_posenc import (
+    PatchPositionalEncoding,
+    PositionalEmbedding,
+    PositionalEncoding,
+    TimestepEmbedding,
+    positional_encoding,
+    sincos_2d,
+)
+
+BOUND = {"float32": 2**-23, "mixed_float16": 2**-10, "mixed_bfloat16": 2**-7}
+
+
+def timing_signal(length, channels, min_timescale=1.0, max_timescale=1.0e4, start_index=0,
+                  divide=False):
+    """tensor2tensor's `get_timing_signal_1d` (and TF Model Garden's RelativePositionEmbedding)."""
+    position = np.arange(length, dtype=np.float64) + start_index
+    num_timescales = channels // 2
+    increment = math.log(max_timescale / min_timescale) / max(num_timescales - 1, 1)
+    inverse = np.exp(np.arange(num_timescales) * -increment)
+    inverse = inverse / min_timescale if divide else inverse * min_timescale
+    scaled = position[:, None] * inverse[None, :]
+    signal = np.concatenate([np.sin(scaled), np.cos(scaled)], axis=1)
+    return np.pad(signal, [[0, 0], [0, channels % 2]])
+
+
+def fairseq_table(num_embeddings, embedding_dim, padding_idx=None):
+    """fairseq's `SinusoidalPositionalEmbedding.get_embedding`."""
+    half_dim = embedding_dim // 2
+    rate = math.log(10000) / (half_dim - 1)
+    frequencies = np.exp(np.arange(half_dim) * -rate)
+    angles = np.arange(num_embeddings)[:, None] * frequencies[None, :]
+    table = np.concatenate([np.sin(angles), np.cos(angles)], axis=1)
+    if embedding_dim % 2:
+        table = np.concatenate([table, np.zeros((num_embeddings, 1))], axis=1)
+    if padding_idx is not None:
+        table[padding_idx] = 0
+    return table
+
+
+def fairseq_positions(tokens, padding_idx):
+    """fairseq's `utils.make_positions`."""
+    mask = tokens != padding_idx
+    return np.cumsum(mask, axis=1) * mask + padding_idx
+
+
+def mae_table(embed_dim, grid_size, cls_token=False):
+    """MAE's `get_2d_sincos_pos_embed` (util/pos_embed.py)."""
+    grid_h = np.arange(grid_size, dtype=np.float64)
+    grid_w = np.arange(grid_size, dtype=np.float64)
+    grid = np.stack(np.meshgrid(grid_w, grid_h), axis=0).reshape(2, 1, grid_size, grid_size)
+
+    def one_axis(dim, positions):
+        omega = 1.0 / 10000 ** (np.arange(dim // 2, dtype=np.float64) / (dim / 2.0))
+        out = np.einsum("m,d->md", positions.reshape(-1), omega)
+        return np.concatenate([np.sin(out), np.cos(out)], axis=1)
+
+    table = np.concatenate([one_axis(embed_dim // 2, grid[0]), one_axis(embed_dim // 2, grid[1])], axis=1)
+    return np.concatenate([np.zeros([1, embed_dim]), table], axis=0) if cls_token else table
+
+
+def timestep_reference(timesteps, dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
+                       max_period=10000):
+    """diffusers' `get_timestep_embedding` (DDPM's with the defaults here)."""
+    half_dim = dim // 2
+    exponent = -math.log(max_period) * np.arange(half_dim) / (half_dim - downscale_freq_shift)
+    angles = np.asarray(timesteps, np.float64)[:, None] * np.exp(exponent)[None, :] * scale
+    embedding = np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)
+    if flip_sin_to_cos:
+        embedding = np.concatenate([embedding[:, half_dim:], embedding[:, :half_dim]], axis=-1)
+    if dim % 2:
+        embedding = np.pad(embedding, ((0, 0), (0, 1)))
+    return embedding
+
+
+def added_to_zeros(layer, shape):
+    return tf.cast(layer(tf.zeros(shape, layer.compute_dtype)), tf.float64).numpy()
+
+
+# 1. tensor2tensor / TF Model Garden
+
+
+@pytest.mark.parametrize("channels", [8, 9, 512], ids=lambda c: f"c{c}")
+@pytest.mark.parametrize("min_timescale", [1.0, 2.0], ids=["min1", "min2"])
+@pytest.mark.parametrize("policy", sorted(BOUND))
+def test_tensor2tensor_timing_signal(channels, min_timescale, policy):
+    layer = PositionalEncoding(4096, channels, convention="tensor2tensor", min_timescale=min_timescale,
+                               dtype=policy)
+    added = tf.cast(layer(tf.zeros((1, 300, channels), layer.compute_dtype), start_index=3000),
+                    tf.float64).numpy()[0]
+    expected = timing_signal(300, channels, min_timescale, start_index=3000)
+    assert np.abs(added - expected).max() <= BOUND[policy]
+    table = positional_encoding(300, channels, convention="tensor2tensor", min_timescale=min_timescale)
+    assert np.abs(table.numpy()[0] - timing_signal(300, channels, min_timescale)).max() <= 2**-24
+
+
+def test_tensor2tensor_documented_timescales_divide():
+    added = added_to_zeros(PositionalEncoding(64, 8, convention="tensor2tensor_documented",
+                                              min_timescale=2.0), (1, 64, 8))[0]
+    assert np.abs(added - timing_signal(64, 8, 2.0, divide=True)).max() <= 2**-23
+    assert np.abs(added - timing_signal(64, 8, 2.0)).max() > 0.1  # the code's form differs
+
+
+# 2. fairseq
+
+
+@pytest.mark.parametrize("dim", [8, 9, 256], ids=lambda d: f"d{d}")
+def test_fairseq_table(dim):
+    added = added_to_zeros(PositionalEncoding(1024, dim, convention="fairseq"), (1, 1024, dim))[0]
+    assert np.abs(added - fairseq_table(1024, dim)).max() <= 2**-23
+
+
+def test_fairseq_padding_idx_positions_and_zero_rows():
+    padding_idx = 1
+    tokens = np.array([[5, 6, 7, 1, 1], [1, 1, 8, 9, 4]])  # right and left padding
+    layer = PositionalEmbedding(10, 8, position=16, convention="fairseq", padding_idx=padding_idx,
+                                embeddings_initializer="zeros")
+    added = layer(tokens).numpy()
+    table = fairseq_table(16, 8, padding_idx)
+    expected = table[fairseq_positions(tokens, padding_idx)]
+    assert np.abs(added - expected).max() <= 2**-23
+    assert np.all(added[tokens == padding_idx] == 0)
+    with pytest.raises(ValueError, match=r"With `padding_idx`, positions come from the tokens"):
+        layer(tokens, start_index=2)
+
+
+# 3. MAE's 2-D patch grid
+
+
+@pytest.mark.parametrize("cls_token", [False, True], ids=["patches", "with-cls"])
+@pytest.mark.parametrize("embed_dim, grid_size", [(16, 4), (768, 14)], ids=["small", "vit-base"])
+def test_sincos_2d_is_mae_table(embed_dim, grid_size, cls_token):
+    table = sincos_2d(embed_dim, grid_size, cls_token)
+    expected = mae_table(embed_dim, grid_size, cls_token)
+    assert table.shape == expected.shape
+    np.testing.assert_allclose(table, expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("policy", sorted(BOUND))
+def test_patch_layer_adds_the_mae_table_to_both_shapes(policy):
+    layer = PatchPositionalEncoding(14, 64, cls_token=True, dtype=policy)
+    added = added_to_zeros(layer, (2, 197, 64))
+    assert np.abs(added - mae_table(64, 14, True)).max() <= BOUND[policy]
+    grid = added_to_zeros(PatchPositionalEncoding(14, 64, dtype=policy), (2, 14, 14, 64))
+    assert np.abs(grid - mae_table(64, 14).reshape(14, 14, 64)).max() <= BOUND[policy]
+
+
+@pytest.mark.parametrize(
+    "kwargs, shape, message",
+    [({"grid_size": 4, "d_model": 6}, None, r"`d_model` must be a multiple of 4"),
+     ({"grid_size": 4, "d_model": 8}, (1, 15, 8), r"must have shape \(batch, 16, 8\)"),
+     ({"grid_size": 4, "d_model": 8, "cls_token": True}, (1, 4, 4, 8), r"without a class token"),
+     ({"grid_size": 4, "d_model": 8, "cls_token": 1}, None, r"`cls_token` must be a boolean")],
+    ids=["width", "patches", "grid-with-cls", "cls-type"],
+)
+def test_patch_layer_errors(kwargs, shape, message):
+    with pytest.raises(ValueError, match=message):
+        PatchPositionalEncoding(**kwargs)(np.zeros(shape, "float32"))
+
+
+# 4. Diffusion timesteps
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"flip_sin_to_cos": True, "downscale_freq_shift": 0}, {"scale": 1000.0},
+     {"max_period": 100, "downscale_freq_shift": 0.5}],
+    ids=["ddpm", "stable-diffusion", "scaled", "period-and-shift"],
+)
+@pytest.mark.parametrize("dim", [32, 33, 320], ids=lambda d: f"d{d}")
+def test_timestep_embedding_matches_get_timestep_embedding(kwargs, dim):
+    timesteps = np.array([0, 1, 17, 500, 999, 10**6])
+    layer = TimestepEmbedding(dim, **kwargs)
+    embedded = layer(timesteps).numpy()
+    assert embedded.shape == (6, dim)
+    assert np.abs(embedded - timestep_reference(timesteps, dim, **kwargs)).max() <= 2**-23
+    as_floats = layer(timesteps.astype("float32")).numpy()
+    np.testing.assert_array_equal(as_floats, embedded)
+
+
+def test_timestep_embedding_errors():
+    with pytest.raises(tf.errors.InvalidArgumentError, match="whole numbers"):
+        TimestepEmbedding(8)(np.array([0.5], "float32"))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"Timesteps must be in \[0, 2147483647\)"):
+        TimestepEmbedding(8)(np.array([-1]))
+    with pytest.raises(ValueError, match=r"`downscale_freq_shift` must be below dim // 2"):
+        TimestepEmbedding(8, downscale_freq_shift=4)
+    with pytest.raises(ValueError, match=r"`inputs` must have rank 1"):
+        TimestepEmbedding(8)(np.zeros((2, 3), "int32"))
+
+
+# 5. One design: the same guarantees everywhere
+
+
+@pytest.mark.parametrize(
+    "layer, data",
+    [(PositionalEncoding(16, 9, convention="fairseq", name="l"), np.zeros((2, 5, 9), "float32")),
+     (PositionalEmbedding(10, 8, 16, convention="tensor2tensor", min_timescale=2.0, padding_idx=1,
+                          name="l"), np.array([[2, 3, 1]])),
+     (PatchPositionalEncoding(2, 8, cls_token=True, name="l"), np.zeros((1, 5, 8), "float32")),
+     (TimestepEmbedding(9, flip_sin_to_cos=True, scale=2.0, name="l"), np.array([3, 4]))],
+    ids=["fairseq", "tensor2tensor-embedding", "patches", "timesteps"],
+)
+def test_configs_round_trip_and_reload(layer, data, tmp_path):
+    config = json.loads(json.dumps(layer.get_config()))
+    clone = type(layer).from_config(config)
+    assert clone.get_config() == layer.get_config()
+    inputs = keras.Input(data.shape[1:], dtype=str(data.dtype))
+    model = keras.Model(inputs, layer(inputs))
+    model.save(tmp_path / "model.keras")
+    reloaded = keras.models.load_model(tmp_path / "model.keras")
+    np.testing.assert_array_equal(reloaded.predict(data, verbose=0), model.predict(data, verbose=0))
+
+
+@pytest.mark.slow
+def test_conventions_export_without_float64_and_run_in_litert(tmp_path):
+    timesteps = keras.Input((), dtype="int32")
+    model = keras.Model(timesteps, TimestepEmbedding(32, flip_sin_to_cos=True)(timesteps))
+    serve = to_tflite(model, tmp_path)
+    data = np.array([0, 7, 999], "int32")
+    expected = timestep_reference(data, 32, flip_sin_to_cos=True)
+    assert np.abs(serve(data) - expected).max() <= 2**-23
+    patches = keras.Input((16, 8))
+    patch_model = keras.Model(patches, PatchPositionalEncoding(4, 8)(patches))
+    patch_model.export(str(tmp_path / "patches"), verbose=False)
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((tmp_path / "patches" / "saved_model.pb").read_bytes())
+    assert float64_attributes(saved.meta_graphs[0].graph_def) == set()
