@@ -109,6 +109,25 @@ def test_tensor2tensor_timing_signal(channels, min_timescale, policy):
     assert np.abs(table.numpy()[0] - timing_signal(300, channels, min_timescale)).max() <= 2**-24
 
 
+# Printed from TF Model Garden itself (tf-models-official 2.20.0,
+# `official.nlp.modeling.layers.RelativePositionEmbedding(hidden_size, min_timescale,
+# max_timescale=1e4)(None, length=4)[3]`, computed there in float32).
+MODEL_GARDEN_ROW_3 = {
+    (8, 1.0): [0.14112000167369843, 0.13879810273647308, 0.006463258992880583, 0.0002999999560415745,
+               -0.9899924993515015, 0.9903206825256348, 0.9999791383743286, 0.9999999403953552],
+    (8, 2.0): [-0.279415488243103, 0.34372633695602417, 0.02051827311515808, 0.0012000001734122634,
+               0.9601702690124512, 0.9390698671340942, 0.9997894763946533, 0.9999992847442627],
+}
+
+
+@pytest.mark.parametrize("hidden_size, min_timescale", sorted(MODEL_GARDEN_ROW_3))
+def test_tensor2tensor_matches_values_printed_by_model_garden(hidden_size, min_timescale):
+    layer = PositionalEncoding(4, hidden_size, convention="tensor2tensor", min_timescale=min_timescale)
+    row = layer(tf.zeros((1, 4, hidden_size))).numpy()[0, 3]
+    # Model Garden computes in float32, so its own values carry float32 rounding of the angles.
+    np.testing.assert_allclose(row, MODEL_GARDEN_ROW_3[(hidden_size, min_timescale)], atol=2e-7)
+
+
 def test_tensor2tensor_documented_timescales_divide():
     added = added_to_zeros(PositionalEncoding(64, 8, convention="tensor2tensor_documented",
                                               min_timescale=2.0), (1, 64, 8))[0]
