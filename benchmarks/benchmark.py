@@ -123,9 +123,20 @@ def bare_add(table):
     return lambda x: x + table[:, : tf.shape(x)[1], :]
 
 
+def best_times(functions, x, repeats):
+    """Seconds per call of each function: timed once per round, round after round, keeping the
+    best, so that slow spells of a shared machine hit all of them alike."""
+    for function in functions.values():
+        function(x)
+    best = {name: float("inf") for name in functions}
+    for _ in range(repeats):
+        for name, function in functions.items():
+            best[name] = min(best[name], time_call(function, x))
+    return best
+
+
 def speed_rows(shapes, repeats):
-    """Each function is timed once per round, round after round, and keeps its best time,
-    so that slow spells of a shared machine hit all of them alike."""
+    """Call times of the encodings as ratios to a bare add, in each mode (see `best_times`)."""
     rows = []
     for batch, seq_len, d_model, position in shapes:
         x = tf.random.normal((batch, seq_len, d_model))
@@ -137,12 +148,7 @@ def speed_rows(shapes, repeats):
                                                  input_signature=spec)}
                 for name in IMPLEMENTATIONS:
                     functions[name] = traced(name, make_layer(name, position, d_model), x, jit, spec)
-                best = {name: float("inf") for name in functions}
-                for function in functions.values():
-                    function(x)
-                for _ in range(repeats):
-                    for name, function in functions.items():
-                        best[name] = min(best[name], time_call(function, x))
+                best = best_times(functions, x, repeats)
                 row = {"shape": f"({batch}, {seq_len}, {d_model}), position={position}",
                        "mode": ("XLA" if jit else "graph") + (", None length" if dynamic else ""),
                        "bare add (ms)": f"{best['bare'] * 1e3:.2f}"}
@@ -236,12 +242,7 @@ def rotary_speed_rows(shapes, repeats):
                           "keras_hub": keras_hub.layers.RotaryEmbedding()}
                 functions = {name: tf.function(layer, jit_compile=jit, input_signature=spec)
                              for name, layer in layers.items()}
-                best = {name: float("inf") for name in functions}
-                for function in functions.values():
-                    function(x)
-                for _ in range(repeats):
-                    for name, function in functions.items():
-                        best[name] = min(best[name], time_call(function, x))
+                best = best_times(functions, x, repeats)
                 row = {"shape": f"({batch}, {seq_len}, {heads}, {dim})",
                        "mode": ("XLA" if jit else "graph") + (", None length" if dynamic else ""),
                        "table rotation (ms)": f"{best['table'] * 1e3:.2f}"}

@@ -127,6 +127,15 @@ def test_positional_embedding_merges_an_incoming_mask():
 # Served models under load and faults.
 
 
+def in_sixteen_threads(worker):
+    """Runs `worker(seed)` for seeds 0..15 in threads at once, and waits for all."""
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 class Served(tf.Module):
     """An export with an explicit `start_index`, as a decoding server would expose it."""
 
@@ -167,11 +176,7 @@ def test_sixteen_threads_get_the_single_threaded_answers(served):
             if not np.array_equal(answer, single[(length, start)]):
                 failures.append((seed, length, start))
 
-    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_sixteen_threads(worker)
     assert failures == []
 
 
@@ -190,11 +195,7 @@ def test_keras_predict_from_sixteen_threads_is_the_single_threaded_answer(tmp_pa
             if not np.array_equal(reloaded(batches[index]).numpy(), single[index]):
                 failures.append(index)
 
-    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_sixteen_threads(worker)
     assert failures == []
 
 
