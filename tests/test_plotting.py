@@ -6,7 +6,7 @@ import matplotlib
 import numpy as np
 import pytest
 
-from tf_posenc import plot_positional_encoding, plot_similarity
+from tf_posenc import plot_patch_encoding, plot_positional_encoding, plot_similarity
 from tf_posenc.cli import main
 
 matplotlib.use("Agg")
@@ -93,7 +93,8 @@ def test_plot_command_help_explains_every_option(capsys):
     with pytest.raises(SystemExit):
         main(["plot", "--help"])
     text = capsys.readouterr().out
-    for option in ("--position", "--d-model", "--layout", "--max-wavelength", "--dpi", "--out"):
+    for option in ("--position", "--d-model", "--layout", "--max-wavelength", "--dpi", "--out",
+                   "--convention", "--grid"):
         assert option in text
 
 
@@ -119,3 +120,28 @@ def test_missing_matplotlib_gives_a_clear_error(tmp_path):
     assert completed.stdout.strip().endswith("exit 1")
     assert completed.stderr.strip().splitlines()[-1].startswith("error: Plotting needs matplotlib")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_heatmap_of_another_convention():
+    figure = plot_positional_encoding(10, 8, convention="fairseq")
+    values = np.asarray(figure.axes[0].collections[0].get_array()).reshape(10, 8)
+    rates = np.exp(-np.arange(4) * np.log(10000) / 3)
+    np.testing.assert_allclose(values[3], np.concatenate([np.sin(3 * rates), np.cos(3 * rates)]), atol=1e-7)
+
+
+def test_patch_encoding_panels_lay_columns_on_the_grid():
+    figure = plot_patch_encoding(4, 16, columns=[0, 8])
+    first, second = (np.asarray(ax.images[0].get_array()) for ax in figure.axes[:2])
+    # Column 0 is sin(patch column), the same down every row; column 8 is sin(patch row).
+    np.testing.assert_allclose(first, np.broadcast_to(np.sin(np.arange(4)), (4, 4)), atol=1e-12)
+    np.testing.assert_allclose(second, np.broadcast_to(np.sin(np.arange(4))[:, None], (4, 4)), atol=1e-12)
+    with pytest.raises(ValueError, match=r"Every entry of `columns` must be in \[0, d_model\)"):
+        plot_patch_encoding(4, 16, columns=[16])
+
+
+def test_plot_command_draws_a_patch_grid_and_other_conventions(tmp_path):
+    grid = tmp_path / "grid.png"
+    assert main(["plot", "--grid", "14", "--d-model", "64", "--out", str(grid)]) == 0
+    table = tmp_path / "t2t.png"
+    assert main(["plot", "--convention", "tensor2tensor", "--d-model", "9", "--out", str(table)]) == 0
+    assert grid.read_bytes()[:8] == table.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

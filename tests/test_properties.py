@@ -102,3 +102,47 @@ def test_positions_from_mask_count_real_tokens(rows):
         np.testing.assert_array_equal(row[mask_row], np.arange(mask_row.sum()))
         assert (row[~mask_row] >= 0).all()
 
+
+
+@CHECKS
+@given(st.lists(st.integers(0, 10**6), min_size=1, max_size=6), st.integers(2, 40),
+       st.sampled_from([0, 1]), st.booleans(), st.floats(0.5, 1000.0), policies)
+def test_timestep_embedding_matches_the_reference(timesteps, dim, shift, flip, scale, policy):
+    layer = tf_posenc.TimestepEmbedding(dim, downscale_freq_shift=shift, flip_sin_to_cos=flip,
+                                        scale=scale, dtype=policy)
+    half = dim // 2
+    rates = scale * np.exp(-np.log(10000) * np.arange(half) / (half - shift))
+    angles = np.asarray(timesteps, np.float64)[:, None] * rates
+    halves = [np.cos(angles), np.sin(angles)] if flip else [np.sin(angles), np.cos(angles)]
+    expected = np.pad(np.concatenate(halves, axis=1), ((0, 0), (0, dim % 2)))
+    embedded = tf.cast(layer(np.array(timesteps)), tf.float64).numpy()
+    assert np.abs(embedded - expected).max() <= BOUND[policy]
+
+
+@CHECKS
+@given(st.integers(1, 16).map(lambda quarter: 4 * quarter), st.integers(1, 12), st.booleans(), policies)
+def test_patch_encoding_matches_the_reference(d_model, grid_size, cls_token, policy):
+    row, column = np.divmod(np.arange(grid_size**2), grid_size)
+    half = d_model // 2
+    rates = 10000.0 ** -(np.arange(half // 2) / (half / 2))
+
+    def axis(positions):
+        angles = positions[:, None] * rates
+        return np.concatenate([np.sin(angles), np.cos(angles)], axis=1)
+
+    expected = np.concatenate([axis(column), axis(row)], axis=1)
+    if cls_token:
+        expected = np.concatenate([np.zeros((1, d_model)), expected])
+    np.testing.assert_allclose(tf_posenc.sincos_2d(d_model, grid_size, cls_token), expected, atol=1e-12)
+    layer = tf_posenc.PatchPositionalEncoding(grid_size, d_model, cls_token=cls_token, dtype=policy)
+    added = tf.cast(layer(tf.zeros((1,) + expected.shape, layer.compute_dtype)), tf.float64).numpy()[0]
+    assert np.abs(added - expected).max() <= BOUND[policy]
+
+
+@CHECKS
+@given(st.integers(0, 2**20), st.integers(1, 64), wavelengths)
+def test_get_angles_matches_the_formula(position, d_model, max_wavelength):
+    columns = np.arange(d_model)
+    angles = tf_posenc.get_angles(position, columns, d_model, max_wavelength)
+    expected = position / np.power(np.float64(max_wavelength), 2 * (columns // 2) / d_model)
+    np.testing.assert_allclose(angles, expected, rtol=1e-15, atol=0)

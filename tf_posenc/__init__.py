@@ -10,7 +10,7 @@ from tf_posenc.layers import (
     RotaryEmbedding,
     TimestepEmbedding,
 )
-from tf_posenc.plotting import plot_positional_encoding, plot_similarity
+from tf_posenc.plotting import plot_patch_encoding, plot_positional_encoding, plot_similarity
 from tf_posenc.positions import positions_from_mask
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "RotaryEmbedding",
     "TimestepEmbedding",
     "get_angles",
+    "plot_patch_encoding",
     "plot_positional_encoding",
     "plot_similarity",
     "positional_encoding",

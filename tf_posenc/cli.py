@@ -4,6 +4,8 @@ import argparse
 import json
 import sys
 
+from tf_posenc.encoding import CONVENTIONS
+
 
 def _positive_int(text):
     try:
@@ -37,10 +39,14 @@ def _wavelength(text):
 
 def _run_plot(args):
     try:
-        from tf_posenc.plotting import plot_positional_encoding
+        from tf_posenc.plotting import plot_patch_encoding, plot_positional_encoding
 
-        figure = plot_positional_encoding(args.position, args.d_model,
-                                          max_wavelength=args.max_wavelength, layout=args.layout)
+        if args.grid:
+            figure = plot_patch_encoding(args.grid, args.d_model)
+        else:
+            figure = plot_positional_encoding(args.position, args.d_model,
+                                              max_wavelength=args.max_wavelength, layout=args.layout,
+                                              convention=args.convention)
         figure.savefig(args.out, dpi=args.dpi)
     except (ImportError, ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -81,9 +87,14 @@ def build_parser():
                       help="number of positions, the rows of the heatmap (default: 50)")
     plot.add_argument("--d-model", type=_positive_int, default=512,
                       help="width of the encoding, the columns of the heatmap (default: 512)")
-    plot.add_argument("--layout", choices=("interleave", "concat"), default="interleave",
+    plot.add_argument("--layout", choices=("interleave", "concat"), default=None,
                       help="interleave: sin on even columns, cos on odd ones, as in the paper; "
-                           "concat: all sines, then all cosines (default: interleave)")
+                           "concat: all sines, then all cosines (default: the convention's own)")
+    plot.add_argument("--convention", choices=CONVENTIONS, default="paper",
+                      help="whose table: the paper's, tensor2tensor's or fairseq's (default: paper)")
+    plot.add_argument("--grid", type=_positive_int, default=None,
+                      help="draw MAE's 2-D patch encoding on a GRID x GRID patch grid instead "
+                           "(a few columns of it; --d-model must be a multiple of 4)")
     plot.add_argument("--max-wavelength", type=_wavelength, default=10000,
                       help="base of the geometric progression of wavelengths (default: 10000)")
     plot.add_argument("--dpi", type=_positive_int, default=100,

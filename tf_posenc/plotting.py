@@ -28,7 +28,7 @@ def _figure_and_axes(ax, figsize):
 
 
 def plot_positional_encoding(position, d_model, ax=None, max_wavelength=10000,
-                             layout="interleave", cmap="RdBu"):
+                             layout=None, cmap="RdBu", convention="paper"):
     """Draws the `(position, d_model)` encoding table as a heatmap.
 
     Rows are positions and columns are depths (embedding dimensions): columns on
@@ -40,8 +40,9 @@ def plot_positional_encoding(position, d_model, ax=None, max_wavelength=10000,
         d_model: Integer. Width of the encoding (columns).
         ax: Optional matplotlib `Axes` to draw on; a new figure is made if `None`.
         max_wavelength: Number. The base of the wavelengths. Defaults to `10000`.
-        layout: `"interleave"` or `"concat"`. Defaults to `"interleave"`.
+        layout: `"interleave"` or `"concat"`. Defaults to the convention's own.
         cmap: A matplotlib colormap name. Defaults to `"RdBu"`.
+        convention: Whose table, as for `positional_encoding`. Defaults to `"paper"`.
 
     Returns:
         The matplotlib `Figure` holding the plot.
@@ -54,7 +55,7 @@ def plot_positional_encoding(position, d_model, ax=None, max_wavelength=10000,
     >>> figure.savefig("pe.png")  # doctest: +SKIP
     """
     table = encoding.positional_encoding(
-        position, d_model, max_wavelength=max_wavelength, layout=layout
+        position, d_model, max_wavelength=max_wavelength, layout=layout, convention=convention
     ).numpy()[0]
     figure, ax = _figure_and_axes(ax, figsize=(10, 6))
     mesh = ax.pcolormesh(table, cmap=cmap, vmin=-1, vmax=1)
@@ -112,4 +113,47 @@ def plot_similarity(position, d_model, ax=None, max_wavelength=10000, reference_
     ax.set_ylabel("Dot product PE(p) . PE(q)")
     ax.set_title(f"Similarity of encodings against distance (d_model={d_model})")
     ax.legend()
+    return figure
+
+
+def plot_patch_encoding(grid_size, d_model, columns=None, cmap="RdBu"):
+    """Draws columns of MAE's 2-D patch encoding (`sincos_2d`) on the patch grid.
+
+    Each panel is one column of the table, its value at every patch laid out where the patch
+    sits in the image: columns of the first half change along the image's columns, columns of
+    the second half along its rows.
+
+    Args:
+        grid_size: Integer. Patches per side.
+        d_model: Integer, a multiple of 4. Width of the table.
+        columns: Columns to draw. Defaults to the first column of each quarter (the fastest
+            sine and cosine of each axis).
+        cmap: A matplotlib colormap name. Defaults to `"RdBu"`.
+
+    Returns:
+        The matplotlib `Figure` holding the panels.
+
+    Example:
+
+    >>> figure = plot_patch_encoding(14, 64)
+    >>> [ax.get_title() for ax in figure.axes[:4]]
+    ['column 0', 'column 16', 'column 32', 'column 48']
+    """
+    table = encoding.sincos_2d(d_model, grid_size)
+    if columns is None:
+        columns = [quarter * (d_model // 4) for quarter in range(4)]
+    for column in columns:
+        if not 0 <= column < d_model:
+            raise ValueError(
+                f"Every entry of `columns` must be in [0, d_model). Received: columns={list(columns)} "
+                f"with d_model={d_model}"
+            )
+    figure, axes = _pyplot().subplots(1, len(columns), figsize=(3 * len(columns), 3.2),
+                                      layout="constrained", squeeze=False)
+    for ax, column in zip(axes[0], columns, strict=True):
+        image = ax.imshow(table[:, column].reshape(grid_size, grid_size), cmap=cmap, vmin=-1, vmax=1)
+        ax.set_title(f"column {column}")
+        ax.set_xlabel("patch column")
+        ax.set_ylabel("patch row")
+    figure.colorbar(image, ax=list(axes[0]), shrink=0.8)
     return figure
