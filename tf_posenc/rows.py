@@ -7,19 +7,21 @@ TensorFlow Lite, ONNX and `tf.distribute` replicas alike, so they all get the sa
    turn, `p * w / (2 * pi) mod 1`, matters. Each column's turns per position are kept as a
    72-bit fixed-point fraction in six 12-bit limbs; a position (below 2**31) is split into
    three 12-bit limbs, every limb product fits in int32, and carrying the column sums gives
-   the phase `p * F mod 2**72` exactly. Because that is exact modular arithmetic,
-   phase(a + b) = phase(a) + phase(b): contiguous rows are built from the phases of about
-   sqrt(length) block starts and sqrt(length) steps, with the same bits as computing each
-   position on its own.
-2. **Sine, to about 2**-38, in float32.** The top 10 bits of the phase pick an angle `A` of
-   a 1024-entry table of `sin A` (as a float32 pair, hi + lo) and `2 * pi * cos A` (10
-   significant bits + the rest). The remaining angle `r < 2 * pi / 1024` enters
+   the phase `p * F mod 2**72` exactly.
+2. **Sine of a phase, to about 2**-38, in float32.** The top 10 bits of the phase pick an
+   angle `A` of a 1024-entry table of `sin A` (as a float32 pair, hi + lo) and `2 * pi * cos A`
+   (10 significant bits + the rest). The remaining angle `r < 2 * pi / 1024` enters
    `sin(A + r) = sin A + cos A * r - sin A * r**2 / 2 - cos A * r**3 / 6 + ...`. The first
    product is exact (10 by 14 significant bits) and smaller than `sin A` (|tan A| > r), so
    `sin A + product` splits into a rounded sum and its exact error (Dekker's Fast2Sum);
    every other term is below 2**-15 and only needs float32's relative precision.
-3. **One rounding.** The big sum and the small terms meet in the final addition, which
-   rounds to float32; other output dtypes are one cast away (float64 keeps both parts).
+3. **Rows, block by step, one rounding.** Position `p` is `block + step` with
+   `step = p mod 64`; its row is `sin(block angle + step angle)` by the angle-addition formula,
+   from the sines and cosines of step 2 cut into pieces whose leading products are exact, and
+   summed so that only the final addition rounds to float32 (other dtypes are one cast away;
+   float64 keeps both parts). Every position is computed this way, so contiguous rows (which
+   only need the sines of their blocks and of the 64 steps) have the same bits as rows asked
+   for one by one.
 
 A cosine is the sine a quarter turn later, so cosine columns just add 2**70 to the phase.
 """
