@@ -3,10 +3,11 @@ import numpy as np
 import tensorflow as tf
 
 from tf_posenc import _validation, encoding, rows
+from tf_posenc.layers.dense_input_layer import DenseInputLayer
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
-class PatchPositionalEncoding(keras.layers.Layer):
+class PatchPositionalEncoding(DenseInputLayer):
     """Adds MAE's 2-D sine-cosine encoding to a square grid of image patches.
 
     The table is `sincos_2d(d_model, grid_size, cls_token)`: half the width encodes a
@@ -46,10 +47,6 @@ class PatchPositionalEncoding(keras.layers.Layer):
             )
         self.cls_token = cls_token
         self.supports_masking = True
-
-    def __call__(self, inputs, *args, **kwargs):
-        _validation.dense_inputs(inputs)
-        return super().__call__(inputs, *args, **kwargs)
 
     def build(self, input_shape):
         self._check_input_shape(input_shape)

@@ -4,11 +4,12 @@ import keras
 import tensorflow as tf
 
 from tf_posenc import _validation, encoding
+from tf_posenc.layers.dense_input_layer import DenseInputLayer
 from tf_posenc.layers.positional_encoding import PositionalEncoding
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
-class PositionalEmbedding(keras.layers.Layer):
+class PositionalEmbedding(DenseInputLayer):
     """Token embedding scaled by `sqrt(d_model)`, plus the sinusoidal encoding.
 
     The input stage of the Transformer in "Attention Is All You Need": token ids go
@@ -82,10 +83,6 @@ class PositionalEmbedding(keras.layers.Layer):
             dtype=self.dtype_policy, name="position_encoding",
         )
         self.supports_masking = True
-
-    def __call__(self, inputs, *args, **kwargs):
-        _validation.dense_inputs(inputs)
-        return super().__call__(inputs, *args, **kwargs)
 
     def build(self, input_shape):
         input_shape = self._check_input_shape(input_shape)

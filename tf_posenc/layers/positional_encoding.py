@@ -2,6 +2,7 @@ import keras
 import tensorflow as tf
 
 from tf_posenc import _validation, encoding, rows
+from tf_posenc.layers.dense_input_layer import DenseInputLayer
 from tf_posenc.positions import check_fits, rows_for_call
 
 # `pos_encoding` builds the whole table; past this many values, ask for rows instead.
@@ -10,7 +11,7 @@ _MAX_TABLE_VALUES = 2**22
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
-class PositionalEncoding(keras.layers.Layer):
+class PositionalEncoding(DenseInputLayer):
     """Adds the sinusoidal positional encoding of "Attention Is All You Need".
 
     For inputs `x` of shape `(batch, seq_len, d_model)` the layer returns
@@ -120,10 +121,6 @@ class PositionalEncoding(keras.layers.Layer):
             )
         constants = rows.encoding_constants(*self._options())
         return rows.contiguous_rows(start, stop - start, *constants, self.compute_dtype)[None]
-
-    def __call__(self, inputs, *args, **kwargs):
-        _validation.dense_inputs(inputs)
-        return super().__call__(inputs, *args, **kwargs)
 
     def build(self, input_shape):
         self._check_input_shape(input_shape)

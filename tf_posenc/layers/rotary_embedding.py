@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_posenc import _validation, rows
+from tf_posenc.layers.dense_input_layer import DenseInputLayer
 from tf_posenc.positions import rows_for_call, whole_positions
 
 ROPE_TYPES = ("linear", "dynamic", "yarn")
@@ -45,7 +46,7 @@ def rotary_frequencies(dim, max_wavelength=10000, scaling_factor=1.0, rope_type=
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
-class RotaryEmbedding(keras.layers.Layer):
+class RotaryEmbedding(DenseInputLayer):
     """Rotary position embedding (RoPE): each feature pair rotated by its position's angle.
 
     The documents' shift `T(k)` moves an encoding `k` positions along by rotating each
@@ -122,10 +123,6 @@ class RotaryEmbedding(keras.layers.Layer):
                                 else _validation.positive_int("denominator_dim", denominator_dim))
         self.layout = _validation.one_of("layout", layout, ROTARY_LAYOUTS)
         self.supports_masking = True
-
-    def __call__(self, inputs, *args, **kwargs):
-        _validation.dense_inputs(inputs)
-        return super().__call__(inputs, *args, **kwargs)
 
     def build(self, input_shape):
         self._axes(input_shape)

@@ -2,11 +2,12 @@ import keras
 import tensorflow as tf
 
 from tf_posenc import _validation, encoding, rows
+from tf_posenc.layers.dense_input_layer import DenseInputLayer
 from tf_posenc.positions import whole_positions
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
-class TimestepEmbedding(keras.layers.Layer):
+class TimestepEmbedding(DenseInputLayer):
     """The sinusoidal timestep embedding of diffusion models (DDPM, latent diffusion).
 
     Maps timesteps of shape `(batch,)` to `(batch, dim)` rows, with the meaning of every
@@ -58,10 +59,6 @@ class TimestepEmbedding(keras.layers.Layer):
             )
         self.flip_sin_to_cos = flip_sin_to_cos
         self.scale = _validation.number_at_least("scale", scale, 0, strict=True)
-
-    def __call__(self, inputs, *args, **kwargs):
-        _validation.dense_inputs(inputs)
-        return super().__call__(inputs, *args, **kwargs)
 
     def build(self, input_shape):
         self._check_input_shape(input_shape)
