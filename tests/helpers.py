@@ -6,9 +6,13 @@ import keras
 import tensorflow as tf
 
 
-def run_python(code, cwd, timeout=300):
-    """Runs `code` in a fresh interpreter in `cwd` and returns its stdout; fails on a non-zero exit."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONWARNINGS": "ignore"}
+def run_python(code, cwd, timeout=300, env=None):
+    """Runs `code` in a fresh interpreter in `cwd` and returns its stdout; fails on a non-zero exit.
+
+    `env` adds (or, with None values, removes) environment variables.
+    """
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONWARNINGS": "ignore", **(env or {})}
+    env = {name: value for name, value in env.items() if value is not None}
     completed = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env,
                                capture_output=True, text=True, timeout=timeout)
     assert completed.returncode == 0, completed.stderr[-4000:]

@@ -52,6 +52,25 @@ def test_ragged_inputs_are_refused_by_name(layer):
         layer(ragged)
 
 
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_float_positions_and_timesteps_are_never_rounded_to_the_compute_dtype(policy):
+    # Keras's automatic casting would make timestep 999.0 1000 in bfloat16, and 2**20 inf
+    # in float16.
+    timesteps = tf_posenc.TimestepEmbedding(16, dtype=policy)
+    assert np.array_equal(timesteps(np.array([999.0, 4097.0])), timesteps(np.array([999, 4097])))
+    rotary = RotaryEmbedding(dtype=policy)
+    queries = np.ones((1, 3, 8), "float32")
+    by_floats = rotary(queries, positions=np.array([999.0, 4097.0, 2.0**20]))
+    by_integers = rotary(queries, positions=np.array([999, 4097, 2**20]))
+    assert by_floats.dtype == policy.split("_")[1]
+    assert np.array_equal(by_floats, by_integers)
+
+
+def test_automatic_casting_cannot_be_turned_on():
+    with pytest.raises(ValueError, match=r"`autocast` must be False.*Received: autocast=True"):
+        PositionalEncoding(8, 4, autocast=True)
+
+
 @pytest.mark.parametrize("value, stored",
                          [(np.int64(500), 500), (np.float32(512.5), 512.5), (np.float64(1e4), 1e4)],
                          ids=["int64", "float32", "float64"])

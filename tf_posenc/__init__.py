@@ -1,15 +1,30 @@
 """Exact, cheap, serializable sinusoidal positional encoding for TensorFlow/Keras."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
+
+import os
 
 from tf_posenc.encoding import get_angles, positional_encoding, shift_matrix, sincos_2d
-from tf_posenc.layers import (
-    PatchPositionalEncoding,
-    PositionalEmbedding,
-    PositionalEncoding,
-    RotaryEmbedding,
-    TimestepEmbedding,
-)
+
+# The layers follow `tf.keras`: TensorFlow makes it tf_keras (Keras 2) under this variable, so
+# the same user code builds the same models in either world. Both families stay importable:
+# `tf_posenc.layers` (Keras 3) and `tf_posenc.tf_keras`.
+if os.environ.get("TF_USE_LEGACY_KERAS") in ("true", "True", "1"):
+    from tf_posenc.tf_keras import (
+        PatchPositionalEncoding,
+        PositionalEmbedding,
+        PositionalEncoding,
+        RotaryEmbedding,
+        TimestepEmbedding,
+    )
+else:
+    from tf_posenc.layers import (
+        PatchPositionalEncoding,
+        PositionalEmbedding,
+        PositionalEncoding,
+        RotaryEmbedding,
+        TimestepEmbedding,
+    )
 from tf_posenc.plotting import plot_patch_encoding, plot_positional_encoding, plot_similarity
 from tf_posenc.positions import positions_from_mask
 

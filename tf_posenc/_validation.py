@@ -3,6 +3,7 @@
 import math
 import numbers
 
+import keras
 import tensorflow as tf
 
 LAYOUTS = ("interleave", "concat")
@@ -106,3 +107,25 @@ def floating_inputs(dtype, what):
     name = tf.as_dtype(dtype).name
     if not tf.as_dtype(dtype).is_floating:
         raise TypeError(f"`inputs` must be a floating-point tensor ({what}). Received: inputs.dtype={name}")
+
+
+def same_keras_family(inputs, layer_name, family):
+    """Raises a `TypeError` when `inputs` is a symbolic tensor of the other Keras family.
+
+    `family` is the module the layer belongs to: `keras` (Keras 3) or `tf_keras` (Keras 2).
+    """
+    legacy_tensor = type(inputs).__module__.startswith("tf_keras.")
+    if family.__name__ == "keras" and legacy_tensor:
+        raise TypeError(
+            f"`{layer_name}` here is a Keras 3 layer, and `inputs` is a tf_keras (Keras 2) tensor. "
+            f"Use `tf_posenc.tf_keras.{layer_name}` in tf_keras models, or set "
+            "TF_USE_LEGACY_KERAS=1 before importing tf_posenc, which makes the top-level names "
+            f"tf_keras layers. Received: inputs of type {type(inputs).__module__}.{type(inputs).__name__}"
+        )
+    if family.__name__ != "keras" and isinstance(inputs, keras.KerasTensor):
+        raise TypeError(
+            f"`{layer_name}` here is a tf_keras (Keras 2) layer, and `inputs` is a Keras 3 tensor. "
+            f"Use `tf_posenc.layers.{layer_name}` in Keras 3 models (the top-level "
+            f"`tf_posenc.{layer_name}` is the tf_keras layer when TF_USE_LEGACY_KERAS=1). "
+            f"Received: inputs of type keras.KerasTensor"
+        )

@@ -6,34 +6,9 @@ from tf_posenc import _validation, encoding, rows
 from tf_posenc.layers.dense_input_layer import DenseInputLayer
 
 
-@keras.saving.register_keras_serializable(package="tf_posenc")
-class PatchPositionalEncoding(DenseInputLayer):
-    """Adds MAE's 2-D sine-cosine encoding to a square grid of image patches.
+class PatchPositionalEncodingMixin:
+    """The body of `PatchPositionalEncoding`, shared by its Keras 3 and tf_keras (Keras 2) classes."""
 
-    The table is `sincos_2d(d_model, grid_size, cls_token)`: half the width encodes a
-    patch's column, half its row. Its rows come from the exact route of
-    `PositionalEncoding`, rounded once to the compute dtype; the layer has no weights.
-
-    Args:
-        grid_size: Integer. Patches per side.
-        d_model: Integer, a multiple of 4. Width of the patch embeddings.
-        cls_token: Boolean. Whether the inputs start with a class token, which gets a
-            zero row. Defaults to `False`.
-        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
-
-    Call arguments:
-        inputs: `(batch, grid_size**2 [+ 1], d_model)` patch embeddings in row-major order,
-            or `(batch, grid_size, grid_size, d_model)`.
-
-    Example:
-
-    >>> patches = keras.Input((14 * 14 + 1, 768))
-    >>> PatchPositionalEncoding(14, 768, cls_token=True)(patches).shape
-    (None, 197, 768)
-
-    References:
-        [He et al., 2021](https://arxiv.org/abs/2111.06377)
-    """
 
     def __init__(self, grid_size, d_model, cls_token=False, **kwargs):
         super().__init__(**kwargs)
@@ -50,10 +25,11 @@ class PatchPositionalEncoding(DenseInputLayer):
 
     def build(self, input_shape):
         self._check_input_shape(input_shape)
+        self.built = True  # tf_keras leaves this to build
 
     def call(self, inputs):
         self._check_input_shape(inputs.shape)
-        _validation.floating_inputs(inputs.dtype, "patch embeddings")
+        inputs = self._features_in_compute_dtype(inputs, "patch embeddings")
         row, column = np.divmod(np.arange(self.grid_size**2), self.grid_size)
         constants = rows.encoding_constants(self.d_model // 2, layout="concat")
         table = tf.concat([rows.rows_at(column, *constants, self.compute_dtype),
@@ -95,3 +71,33 @@ class PatchPositionalEncoding(DenseInputLayer):
                 f"grid_size={self.grid_size}, d_model={self.d_model}, cls_token={self.cls_token}. "
                 f"Received: inputs.shape={shape}"
             )
+
+
+@keras.saving.register_keras_serializable(package="tf_posenc")
+class PatchPositionalEncoding(PatchPositionalEncodingMixin, DenseInputLayer):
+    """Adds MAE's 2-D sine-cosine encoding to a square grid of image patches.
+
+    The table is `sincos_2d(d_model, grid_size, cls_token)`: half the width encodes a
+    patch's column, half its row. Its rows come from the exact route of
+    `PositionalEncoding`, rounded once to the compute dtype; the layer has no weights.
+
+    Args:
+        grid_size: Integer. Patches per side.
+        d_model: Integer, a multiple of 4. Width of the patch embeddings.
+        cls_token: Boolean. Whether the inputs start with a class token, which gets a
+            zero row. Defaults to `False`.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: `(batch, grid_size**2 [+ 1], d_model)` patch embeddings in row-major order,
+            or `(batch, grid_size, grid_size, d_model)`.
+
+    Example:
+
+    >>> patches = keras.Input((14 * 14 + 1, 768))
+    >>> PatchPositionalEncoding(14, 768, cls_token=True)(patches).shape
+    (None, 197, 768)
+
+    References:
+        [He et al., 2021](https://arxiv.org/abs/2111.06377)
+    """

@@ -8,52 +8,9 @@ from tf_posenc.layers.dense_input_layer import DenseInputLayer
 from tf_posenc.layers.positional_encoding import PositionalEncoding
 
 
-@keras.saving.register_keras_serializable(package="tf_posenc")
-class PositionalEmbedding(DenseInputLayer):
-    """Token embedding scaled by `sqrt(d_model)`, plus the sinusoidal encoding.
+class PositionalEmbeddingMixin:
+    """The body of `PositionalEmbedding`, shared by its Keras 3 and tf_keras (Keras 2) classes."""
 
-    The input stage of the Transformer in "Attention Is All You Need": token ids go
-    through a `keras.layers.Embedding`, the embeddings are multiplied by
-    `sqrt(d_model)` (section 3.4 of the paper) so that they are not drowned by the
-    encoding, and `PositionalEncoding` adds the position rows. The embedding matrix
-    is the only weight, and it is trainable.
-
-    Args:
-        vocab_size: Integer. Number of token ids.
-        d_model: Integer. Width of the embeddings and of the encoding.
-        position: Integer. The number of positions served; inputs may be at
-            most this long.
-        mask_zero: Boolean. Whether token id 0 is padding, masked out for the
-            layers that follow. Defaults to `False`.
-        max_wavelength: Number. The base of the wavelengths. Defaults to
-            `10000`.
-        layout: `"interleave"` or `"concat"`. Defaults to the convention's own.
-        embeddings_initializer: The initializer of the embedding matrix.
-            Defaults to `"uniform"`, as `keras.layers.Embedding`.
-        convention: `"paper"`, `"tensor2tensor"`, `"tensor2tensor_documented"` or
-            `"fairseq"`, as for `PositionalEncoding`. Defaults to `"paper"`.
-        min_timescale: Number. tensor2tensor's `min_timescale`. Defaults to `1.0`.
-        padding_idx: Optional integer. fairseq's padding id: real tokens take
-            positions `padding_idx + 1, padding_idx + 2, ...` (counting real tokens
-            only) and padding tokens get an all-zero encoding row. `position` must
-            then exceed `seq_len + padding_idx`. Defaults to `None`.
-        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
-
-    Call arguments:
-        inputs: Integer tensor of token ids, shape `(batch, seq_len)`.
-        start_index: Integer or scalar integer tensor. Position of the first
-            token, for decoding one step at a time. Defaults to `0`.
-        positions: Optional integer tensor of shape `(seq_len,)` or
-            `(batch, seq_len)`: the position of each token, for example from
-            `positions_from_mask`.
-
-    Example:
-
-    >>> tokens = keras.Input((None,), dtype="int32")
-    >>> embedded = PositionalEmbedding(8000, 512, position=1024, mask_zero=True)(tokens)
-    >>> embedded.shape
-    (None, None, 512)
-    """
 
     def __init__(self, vocab_size, d_model, position, mask_zero=False, max_wavelength=10000,
                  layout=None, embeddings_initializer="uniform", convention="paper", min_timescale=1.0,
@@ -71,13 +28,13 @@ class PositionalEmbedding(DenseInputLayer):
             encoding.check_options(self.d_model, max_wavelength, layout, convention, min_timescale))
         self.padding_idx = (None if padding_idx is None
                             else _validation.non_negative_int("padding_idx", padding_idx))
-        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
-        self.token_embedding = keras.layers.Embedding(
+        self.embeddings_initializer = self.keras_family.initializers.get(embeddings_initializer)
+        self.token_embedding = self.keras_family.layers.Embedding(
             vocab_size, d_model, mask_zero=mask_zero,
             embeddings_initializer=self.embeddings_initializer,
             dtype=self.dtype_policy, name="token_embedding",
         )
-        self.position_encoding = PositionalEncoding(
+        self.position_encoding = self.encoding_layer(
             self.position, self.d_model, max_wavelength=self.max_wavelength, layout=self.layout,
             convention=self.convention, min_timescale=self.min_timescale,
             dtype=self.dtype_policy, name="position_encoding",
@@ -86,8 +43,10 @@ class PositionalEmbedding(DenseInputLayer):
 
     def build(self, input_shape):
         input_shape = self._check_input_shape(input_shape)
-        self.token_embedding.build(input_shape)
+        if not self.token_embedding.built:  # tf_keras's Embedding would add a second matrix
+            self.token_embedding.build(input_shape)
         self.position_encoding.build(input_shape + (self.d_model,))
+        self.built = True  # tf_keras leaves this to build
 
     def call(self, inputs, start_index=0, positions=None):
         self._check_input_dtype(inputs.dtype)
@@ -143,8 +102,58 @@ class PositionalEmbedding(DenseInputLayer):
             "mask_zero": self.mask_zero,
             "max_wavelength": self.max_wavelength,
             "layout": self.layout,
-            "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+            "embeddings_initializer": self.keras_family.initializers.serialize(self.embeddings_initializer),
             "convention": self.convention,
             "min_timescale": self.min_timescale,
             "padding_idx": self.padding_idx,
         }
+
+
+@keras.saving.register_keras_serializable(package="tf_posenc")
+class PositionalEmbedding(PositionalEmbeddingMixin, DenseInputLayer):
+    """Token embedding scaled by `sqrt(d_model)`, plus the sinusoidal encoding.
+
+    The input stage of the Transformer in "Attention Is All You Need": token ids go
+    through a `keras.layers.Embedding`, the embeddings are multiplied by
+    `sqrt(d_model)` (section 3.4 of the paper) so that they are not drowned by the
+    encoding, and `PositionalEncoding` adds the position rows. The embedding matrix
+    is the only weight, and it is trainable.
+
+    Args:
+        vocab_size: Integer. Number of token ids.
+        d_model: Integer. Width of the embeddings and of the encoding.
+        position: Integer. The number of positions served; inputs may be at
+            most this long.
+        mask_zero: Boolean. Whether token id 0 is padding, masked out for the
+            layers that follow. Defaults to `False`.
+        max_wavelength: Number. The base of the wavelengths. Defaults to
+            `10000`.
+        layout: `"interleave"` or `"concat"`. Defaults to the convention's own.
+        embeddings_initializer: The initializer of the embedding matrix.
+            Defaults to `"uniform"`, as `keras.layers.Embedding`.
+        convention: `"paper"`, `"tensor2tensor"`, `"tensor2tensor_documented"` or
+            `"fairseq"`, as for `PositionalEncoding`. Defaults to `"paper"`.
+        min_timescale: Number. tensor2tensor's `min_timescale`. Defaults to `1.0`.
+        padding_idx: Optional integer. fairseq's padding id: real tokens take
+            positions `padding_idx + 1, padding_idx + 2, ...` (counting real tokens
+            only) and padding tokens get an all-zero encoding row. `position` must
+            then exceed `seq_len + padding_idx`. Defaults to `None`.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: Integer tensor of token ids, shape `(batch, seq_len)`.
+        start_index: Integer or scalar integer tensor. Position of the first
+            token, for decoding one step at a time. Defaults to `0`.
+        positions: Optional integer tensor of shape `(seq_len,)` or
+            `(batch, seq_len)`: the position of each token, for example from
+            `positions_from_mask`.
+
+    Example:
+
+    >>> tokens = keras.Input((None,), dtype="int32")
+    >>> embedded = PositionalEmbedding(8000, 512, position=1024, mask_zero=True)(tokens)
+    >>> embedded.shape
+    (None, None, 512)
+    """
+
+    encoding_layer = PositionalEncoding

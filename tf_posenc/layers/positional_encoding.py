@@ -10,8 +10,126 @@ from tf_posenc.positions import check_fits, rows_for_call
 _MAX_TABLE_VALUES = 2**22
 
 
+class PositionalEncodingMixin:
+    """The body of `PositionalEncoding`, shared by its Keras 3 and tf_keras (Keras 2) classes."""
+
+
+    def __init__(self, position, d_model, max_wavelength=10000, layout=None, convention="paper",
+                 min_timescale=1.0, **kwargs):
+        super().__init__(**kwargs)
+        if keras.backend.backend() != "tensorflow":
+            raise RuntimeError(
+                "tf_posenc needs the TensorFlow backend of Keras. "
+                f"Received: keras.backend.backend()={keras.backend.backend()!r}"
+            )
+        self.position = _validation.positive_int(
+            "position", position, maximum=_validation.MAX_POSITION
+        )
+        self.d_model = _validation.positive_int("d_model", d_model)
+        self.max_wavelength, self.layout, self.convention, self.min_timescale = (
+            encoding.check_options(self.d_model, max_wavelength, layout, convention, min_timescale))
+        self.supports_masking = True
+
+    @property
+    def pos_encoding(self):
+        """The whole `(1, position, d_model)` table in the compute dtype, computed on each access.
+
+        For long tables (more than 2**22 values) this raises a `ValueError`; ask
+        `encoding_rows(start, stop)` for the rows you need instead.
+        """
+        if self.position * self.d_model > _MAX_TABLE_VALUES:
+            raise ValueError(
+                f"`pos_encoding` would hold position * d_model = {self.position * self.d_model} "
+                f"values, more than {_MAX_TABLE_VALUES}; use `encoding_rows(start, stop)` for the "
+                f"rows you need. Received: position={self.position}, d_model={self.d_model}"
+            )
+        return self.encoding_rows(0, self.position)
+
+    def encoding_rows(self, start, stop):
+        """Rows `start .. stop - 1` of `pos_encoding`, shape `(1, stop - start, d_model)`.
+
+        The same bits as `pos_encoding[:, start:stop, :]` and as a call's rows, without the
+        rest of the table.
+
+        Args:
+            start: Integer. The first position, at least 0.
+            stop: Integer. One past the last position, at most `position`.
+        """
+        start = _validation.non_negative_int("start", start)
+        stop = _validation.non_negative_int("stop", stop)
+        if not start <= stop <= self.position:
+            raise ValueError(
+                "`encoding_rows` needs start <= stop <= position. "
+                f"Received: start={start}, stop={stop} with position={self.position}"
+            )
+        constants = rows.encoding_constants(*self._options())
+        return rows.contiguous_rows(start, stop - start, *constants, self.compute_dtype)[None]
+
+    def build(self, input_shape):
+        self._check_input_shape(input_shape)
+        self.built = True  # tf_keras leaves this to build
+
+    def call(self, inputs, start_index=0, positions=None):
+        self._check_input_shape(inputs.shape)
+        inputs = self._features_in_compute_dtype(inputs, "for example the output of an `Embedding`")
+        if inputs.shape[-1] is None:  # only known when the graph runs: the add would broadcast
+            width = tf.debugging.Assert(
+                tf.equal(tf.shape(inputs)[-1], self.d_model),
+                [f"The last dimension of `inputs` must equal d_model={self.d_model}."],
+            )
+            with tf.control_dependencies([width]):
+                inputs = tf.identity(inputs)
+        constants = rows.encoding_constants(*self._options())
+        rank = inputs.shape.rank
+        added = rows_for_call(
+            inputs, start_index, positions, self.position, constants, self.compute_dtype,
+            sequence_axis=rank - 2,
+        )
+        if added.shape.rank == 3:  # per-example positions: (batch, seq_len, d_model)
+            for _ in range(rank - 3):
+                added = added[:, tf.newaxis]
+        return inputs + added
+
+    def compute_output_shape(self, input_shape):
+        self._check_input_shape(input_shape)
+        return input_shape
+
+    def compute_output_spec(self, inputs, start_index=0, positions=None):
+        _validation.floating_inputs(inputs.dtype, "for example the output of an `Embedding`")
+        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "position": self.position,
+            "d_model": self.d_model,
+            "max_wavelength": self.max_wavelength,
+            "layout": self.layout,
+            "convention": self.convention,
+            "min_timescale": self.min_timescale,
+        }
+
+    def _options(self):
+        return self.d_model, self.max_wavelength, self.layout, self.convention, self.min_timescale
+
+    def _check_input_shape(self, shape):
+        shape = tuple(shape)
+        if len(shape) < 3:
+            raise ValueError(
+                "`inputs` must have rank 3 or more, (batch, ..., seq_len, d_model). "
+                f"Received: inputs.shape={shape}"
+            )
+        if shape[-1] is not None and shape[-1] != self.d_model:
+            raise ValueError(
+                "The last dimension of `inputs` must equal `d_model`. "
+                f"Received: inputs.shape={shape} with d_model={self.d_model}"
+            )
+        if shape[-2] is not None:
+            check_fits(0, shape[-2], self.position)
+
+
 @keras.saving.register_keras_serializable(package="tf_posenc")
-class PositionalEncoding(DenseInputLayer):
+class PositionalEncoding(PositionalEncodingMixin, DenseInputLayer):
     """Adds the sinusoidal positional encoding of "Attention Is All You Need".
 
     For inputs `x` of shape `(batch, seq_len, d_model)` the layer returns
@@ -70,115 +188,3 @@ class PositionalEncoding(DenseInputLayer):
     References:
         [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
     """
-
-    def __init__(self, position, d_model, max_wavelength=10000, layout=None, convention="paper",
-                 min_timescale=1.0, **kwargs):
-        super().__init__(**kwargs)
-        if keras.backend.backend() != "tensorflow":
-            raise RuntimeError(
-                "tf_posenc needs the TensorFlow backend of Keras. "
-                f"Received: keras.backend.backend()={keras.backend.backend()!r}"
-            )
-        self.position = _validation.positive_int(
-            "position", position, maximum=_validation.MAX_POSITION
-        )
-        self.d_model = _validation.positive_int("d_model", d_model)
-        self.max_wavelength, self.layout, self.convention, self.min_timescale = (
-            encoding.check_options(self.d_model, max_wavelength, layout, convention, min_timescale))
-        self.supports_masking = True
-
-    @property
-    def pos_encoding(self):
-        """The whole `(1, position, d_model)` table in the compute dtype, computed on each access.
-
-        For long tables (more than 2**22 values) this raises a `ValueError`; ask
-        `encoding_rows(start, stop)` for the rows you need instead.
-        """
-        if self.position * self.d_model > _MAX_TABLE_VALUES:
-            raise ValueError(
-                f"`pos_encoding` would hold position * d_model = {self.position * self.d_model} "
-                f"values, more than {_MAX_TABLE_VALUES}; use `encoding_rows(start, stop)` for the "
-                f"rows you need. Received: position={self.position}, d_model={self.d_model}"
-            )
-        return self.encoding_rows(0, self.position)
-
-    def encoding_rows(self, start, stop):
-        """Rows `start .. stop - 1` of `pos_encoding`, shape `(1, stop - start, d_model)`.
-
-        The same bits as `pos_encoding[:, start:stop, :]` and as a call's rows, without the
-        rest of the table.
-
-        Args:
-            start: Integer. The first position, at least 0.
-            stop: Integer. One past the last position, at most `position`.
-        """
-        start = _validation.non_negative_int("start", start)
-        stop = _validation.non_negative_int("stop", stop)
-        if not start <= stop <= self.position:
-            raise ValueError(
-                "`encoding_rows` needs start <= stop <= position. "
-                f"Received: start={start}, stop={stop} with position={self.position}"
-            )
-        constants = rows.encoding_constants(*self._options())
-        return rows.contiguous_rows(start, stop - start, *constants, self.compute_dtype)[None]
-
-    def build(self, input_shape):
-        self._check_input_shape(input_shape)
-
-    def call(self, inputs, start_index=0, positions=None):
-        self._check_input_shape(inputs.shape)
-        _validation.floating_inputs(inputs.dtype, "for example the output of an `Embedding`")
-        if inputs.shape[-1] is None:  # only known when the graph runs: the add would broadcast
-            width = tf.debugging.Assert(
-                tf.equal(tf.shape(inputs)[-1], self.d_model),
-                [f"The last dimension of `inputs` must equal d_model={self.d_model}."],
-            )
-            with tf.control_dependencies([width]):
-                inputs = tf.identity(inputs)
-        constants = rows.encoding_constants(*self._options())
-        rank = inputs.shape.rank
-        added = rows_for_call(
-            inputs, start_index, positions, self.position, constants, self.compute_dtype,
-            sequence_axis=rank - 2,
-        )
-        if added.shape.rank == 3:  # per-example positions: (batch, seq_len, d_model)
-            for _ in range(rank - 3):
-                added = added[:, tf.newaxis]
-        return inputs + added
-
-    def compute_output_shape(self, input_shape):
-        self._check_input_shape(input_shape)
-        return input_shape
-
-    def compute_output_spec(self, inputs, start_index=0, positions=None):
-        _validation.floating_inputs(inputs.dtype, "for example the output of an `Embedding`")
-        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "position": self.position,
-            "d_model": self.d_model,
-            "max_wavelength": self.max_wavelength,
-            "layout": self.layout,
-            "convention": self.convention,
-            "min_timescale": self.min_timescale,
-        }
-
-    def _options(self):
-        return self.d_model, self.max_wavelength, self.layout, self.convention, self.min_timescale
-
-    def _check_input_shape(self, shape):
-        shape = tuple(shape)
-        if len(shape) < 3:
-            raise ValueError(
-                "`inputs` must have rank 3 or more, (batch, ..., seq_len, d_model). "
-                f"Received: inputs.shape={shape}"
-            )
-        if shape[-1] is not None and shape[-1] != self.d_model:
-            raise ValueError(
-                "The last dimension of `inputs` must equal `d_model`. "
-                f"Received: inputs.shape={shape} with d_model={self.d_model}"
-            )
-        if shape[-2] is not None:
-            check_fits(0, shape[-2], self.position)

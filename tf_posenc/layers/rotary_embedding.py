@@ -45,63 +45,9 @@ def rotary_frequencies(dim, max_wavelength=10000, scaling_factor=1.0, rope_type=
     return interpolated * ramp + extrapolated * (1 - ramp)
 
 
-@keras.saving.register_keras_serializable(package="tf_posenc")
-class RotaryEmbedding(DenseInputLayer):
-    """Rotary position embedding (RoPE): each feature pair rotated by its position's angle.
+class RotaryEmbeddingMixin:
+    """The body of `RotaryEmbedding`, shared by its Keras 3 and tf_keras (Keras 2) classes."""
 
-    The documents' shift `T(k)` moves an encoding `k` positions along by rotating each
-    (sine, cosine) pair; RoPE applies the rotation `R(p)` of position `p` to queries and keys,
-    so that `R(m) q . R(n) k` depends only on `n - m`. With `layout="interleave"`, `R(p)` is
-    `shift_matrix(-p, dim)`, the transpose of `T(p)`.
-
-    The angles are never formed: the cosines and sines come from the exact integer-phase
-    route of `PositionalEncoding`, and the rotation runs in float32 (float64 under a float64
-    policy) with a single rounding to the compute dtype, so a bfloat16 model keeps the
-    relative-position property at a million positions. Arguments mean what they mean in
-    keras-hub's `RotaryEmbedding`, in the same order, so a keras-hub model can switch layers
-    and keep its weights.
-
-    Args:
-        max_wavelength: Number greater than 1. The base of the wavelengths. Defaults to
-            `10000`.
-        scaling_factor: Number, at least 1. Stretches the wavelengths to serve longer
-            contexts. Defaults to `1.0`.
-        rope_type: `"linear"`, `"dynamic"` or `"yarn"`: how `scaling_factor` applies (see
-            `rotary_frequencies`). Defaults to `"linear"`.
-        beta_fast: Number. YaRN's fast boundary. Defaults to `32.0`.
-        beta_slow: Number. YaRN's slow boundary. Defaults to `1.0`.
-        original_max_position_embeddings: Integer. YaRN's training context. Defaults to
-            `4096`.
-        truncate: Boolean. Whether YaRN's correction range is rounded to whole dimensions.
-            Defaults to `True`.
-        sequence_axis: Integer. The sequence axis of the inputs. Defaults to `1`.
-        feature_axis: Integer. The feature axis of the inputs. Defaults to `-1`.
-        denominator_dim: Optional integer. The width in the frequency exponent, if not the
-            feature width. Defaults to `None`.
-        layout: `"half"` (feature `j` pairs with `j + dim/2`: GPT-NeoX, LLaMA, keras-hub) or
-            `"interleave"` (`2j` with `2j + 1`: RoFormer, GPT-J, the documents' `T(k)`).
-            Defaults to `"half"`.
-        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
-
-    Call arguments:
-        inputs: A floating-point tensor with a sequence axis and an even feature axis, such
-            as `(batch, seq_len, dim)` or `(batch, seq_len, heads, dim)`.
-        start_index: Integer or scalar integer tensor. The position of the first step, for
-            decoding one step at a time. Defaults to `0`.
-        positions: Optional tensor of shape `(seq_len,)` or `(batch, seq_len)`: the position
-            of each step, for example from `positions_from_mask`. Integers, or floats that
-            hold whole numbers (fractional positions are refused).
-
-    Example:
-
-    >>> queries = keras.Input((None, 8, 64))
-    >>> rotated = RotaryEmbedding()(queries)
-    >>> rotated.shape
-    (None, None, 8, 64)
-
-    References:
-        [Su et al., 2021](https://arxiv.org/abs/2104.09864)
-    """
 
     def __init__(self, max_wavelength=10000, scaling_factor=1.0, rope_type="linear", beta_fast=32.0,
                  beta_slow=1.0, original_max_position_embeddings=4096, truncate=True,
@@ -126,10 +72,11 @@ class RotaryEmbedding(DenseInputLayer):
 
     def build(self, input_shape):
         self._axes(input_shape)
+        self.built = True  # tf_keras leaves this to build
 
     def call(self, inputs, start_index=0, positions=None):
         sequence_axis, feature_axis = self._axes(inputs.shape)
-        _validation.floating_inputs(inputs.dtype, "queries or keys")
+        inputs = self._features_in_compute_dtype(inputs, "queries or keys")
         rank = inputs.shape.rank
         order = [0] + [sequence_axis] + [
             axis for axis in range(1, rank) if axis not in (sequence_axis, feature_axis)
@@ -235,3 +182,61 @@ class RotaryEmbedding(DenseInputLayer):
             )
         return tuple(axes)
 
+
+@keras.saving.register_keras_serializable(package="tf_posenc")
+class RotaryEmbedding(RotaryEmbeddingMixin, DenseInputLayer):
+    """Rotary position embedding (RoPE): each feature pair rotated by its position's angle.
+
+    The documents' shift `T(k)` moves an encoding `k` positions along by rotating each
+    (sine, cosine) pair; RoPE applies the rotation `R(p)` of position `p` to queries and keys,
+    so that `R(m) q . R(n) k` depends only on `n - m`. With `layout="interleave"`, `R(p)` is
+    `shift_matrix(-p, dim)`, the transpose of `T(p)`.
+
+    The angles are never formed: the cosines and sines come from the exact integer-phase
+    route of `PositionalEncoding`, and the rotation runs in float32 (float64 under a float64
+    policy) with a single rounding to the compute dtype, so a bfloat16 model keeps the
+    relative-position property at a million positions. Arguments mean what they mean in
+    keras-hub's `RotaryEmbedding`, in the same order, so a keras-hub model can switch layers
+    and keep its weights.
+
+    Args:
+        max_wavelength: Number greater than 1. The base of the wavelengths. Defaults to
+            `10000`.
+        scaling_factor: Number, at least 1. Stretches the wavelengths to serve longer
+            contexts. Defaults to `1.0`.
+        rope_type: `"linear"`, `"dynamic"` or `"yarn"`: how `scaling_factor` applies (see
+            `rotary_frequencies`). Defaults to `"linear"`.
+        beta_fast: Number. YaRN's fast boundary. Defaults to `32.0`.
+        beta_slow: Number. YaRN's slow boundary. Defaults to `1.0`.
+        original_max_position_embeddings: Integer. YaRN's training context. Defaults to
+            `4096`.
+        truncate: Boolean. Whether YaRN's correction range is rounded to whole dimensions.
+            Defaults to `True`.
+        sequence_axis: Integer. The sequence axis of the inputs. Defaults to `1`.
+        feature_axis: Integer. The feature axis of the inputs. Defaults to `-1`.
+        denominator_dim: Optional integer. The width in the frequency exponent, if not the
+            feature width. Defaults to `None`.
+        layout: `"half"` (feature `j` pairs with `j + dim/2`: GPT-NeoX, LLaMA, keras-hub) or
+            `"interleave"` (`2j` with `2j + 1`: RoFormer, GPT-J, the documents' `T(k)`).
+            Defaults to `"half"`.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: A floating-point tensor with a sequence axis and an even feature axis, such
+            as `(batch, seq_len, dim)` or `(batch, seq_len, heads, dim)`.
+        start_index: Integer or scalar integer tensor. The position of the first step, for
+            decoding one step at a time. Defaults to `0`.
+        positions: Optional tensor of shape `(seq_len,)` or `(batch, seq_len)`: the position
+            of each step, for example from `positions_from_mask`. Integers, or floats that
+            hold whole numbers (fractional positions are refused).
+
+    Example:
+
+    >>> queries = keras.Input((None, 8, 64))
+    >>> rotated = RotaryEmbedding()(queries)
+    >>> rotated.shape
+    (None, None, 8, 64)
+
+    References:
+        [Su et al., 2021](https://arxiv.org/abs/2104.09864)
+    """

@@ -6,38 +6,9 @@ from tf_posenc.layers.dense_input_layer import DenseInputLayer
 from tf_posenc.positions import whole_positions
 
 
-@keras.saving.register_keras_serializable(package="tf_posenc")
-class TimestepEmbedding(DenseInputLayer):
-    """The sinusoidal timestep embedding of diffusion models (DDPM, latent diffusion).
+class TimestepEmbeddingMixin:
+    """The body of `TimestepEmbedding`, shared by its Keras 3 and tf_keras (Keras 2) classes."""
 
-    Maps timesteps of shape `(batch,)` to `(batch, dim)` rows, with the meaning of every
-    argument of `get_timestep_embedding` (diffusers; DDPM's original is
-    `downscale_freq_shift=1`, Stable Diffusion's UNet uses `flip_sin_to_cos=True,
-    downscale_freq_shift=0`). The rows come from the exact route of `PositionalEncoding`:
-    integer timesteps, and float timesteps holding whole numbers, give the formula's values
-    rounded once to the compute dtype. Fractional timesteps are refused.
-
-    Args:
-        dim: Integer. Width of the embedding; an odd width ends on a zero column.
-        max_period: Number greater than 1. Defaults to `10000`.
-        downscale_freq_shift: Number below `dim // 2`. Defaults to `1`.
-        flip_sin_to_cos: Boolean. Cosines first. Defaults to `False`.
-        scale: Positive number multiplying the angles. Defaults to `1.0`.
-        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
-
-    Call arguments:
-        inputs: Timesteps, shape `(batch,)`: integers, or floats holding whole numbers,
-            from 0 to 2**31 - 2.
-
-    Example:
-
-    >>> TimestepEmbedding(320, flip_sin_to_cos=True, downscale_freq_shift=0)(
-    ...     tf.constant([0, 500, 999])).shape
-    TensorShape([3, 320])
-
-    References:
-        [Ho et al., 2020](https://arxiv.org/abs/2006.11239)
-    """
 
     def __init__(self, dim, max_period=10000, downscale_freq_shift=1, flip_sin_to_cos=False,
                  scale=1.0, **kwargs):
@@ -62,6 +33,7 @@ class TimestepEmbedding(DenseInputLayer):
 
     def build(self, input_shape):
         self._check_input_shape(input_shape)
+        self.built = True  # tf_keras leaves this to build
 
     def call(self, inputs):
         self._check_input_shape(inputs.shape)
@@ -101,3 +73,37 @@ class TimestepEmbedding(DenseInputLayer):
     @staticmethod
     def _check_input_shape(shape):
         return _validation.input_shape(shape, 1, "(batch,) timesteps")
+
+
+@keras.saving.register_keras_serializable(package="tf_posenc")
+class TimestepEmbedding(TimestepEmbeddingMixin, DenseInputLayer):
+    """The sinusoidal timestep embedding of diffusion models (DDPM, latent diffusion).
+
+    Maps timesteps of shape `(batch,)` to `(batch, dim)` rows, with the meaning of every
+    argument of `get_timestep_embedding` (diffusers; DDPM's original is
+    `downscale_freq_shift=1`, Stable Diffusion's UNet uses `flip_sin_to_cos=True,
+    downscale_freq_shift=0`). The rows come from the exact route of `PositionalEncoding`:
+    integer timesteps, and float timesteps holding whole numbers, give the formula's values
+    rounded once to the compute dtype. Fractional timesteps are refused.
+
+    Args:
+        dim: Integer. Width of the embedding; an odd width ends on a zero column.
+        max_period: Number greater than 1. Defaults to `10000`.
+        downscale_freq_shift: Number below `dim // 2`. Defaults to `1`.
+        flip_sin_to_cos: Boolean. Cosines first. Defaults to `False`.
+        scale: Positive number multiplying the angles. Defaults to `1.0`.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: Timesteps, shape `(batch,)`: integers, or floats holding whole numbers,
+            from 0 to 2**31 - 2.
+
+    Example:
+
+    >>> TimestepEmbedding(320, flip_sin_to_cos=True, downscale_freq_shift=0)(
+    ...     tf.constant([0, 500, 999])).shape
+    TensorShape([3, 320])
+
+    References:
+        [Ho et al., 2020](https://arxiv.org/abs/2006.11239)
+    """

@@ -1,0 +1,306 @@
+"""tf_keras (Keras 2): the same layers, numbers, errors, masks and saved models as Keras 3.
+
+The first tests use `tf_posenc.tf_keras` next to `tf_posenc.layers` in this process; the
+others run where TensorFlow makes `tf.keras` tf_keras (`TF_USE_LEGACY_KERAS=1`), in fresh
+interpreters, as a Model Garden or TFX pipeline would.
+"""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+from helpers import run_python
+from reference import reference_table
+
+import tf_posenc
+from tf_posenc import layers as keras_3
+from tf_posenc import tf_keras as keras_2
+
+LEGACY = {"TF_USE_LEGACY_KERAS": "1"}
+rng = np.random.default_rng(7)
+
+# name: (constructor arguments, inputs, call arguments)
+CASES = {
+    "encoding": ("PositionalEncoding", {"position": 64, "d_model": 512},
+                 rng.normal(size=(2, 50, 512)).astype("float32"), {}),
+    "encoding-start-index": ("PositionalEncoding", {"position": 4096, "d_model": 64},
+                             rng.normal(size=(2, 3, 64)).astype("float32"), {"start_index": 4000}),
+    "encoding-positions": ("PositionalEncoding", {"position": 100, "d_model": 8, "layout": "concat"},
+                           rng.normal(size=(2, 4, 8)).astype("float32"),
+                           {"positions": np.array([[0, 9, 50, 99], [1, 2, 3, 4]])}),
+    "embedding": ("PositionalEmbedding", {"vocab_size": 50, "d_model": 16, "position": 32,
+                                          "mask_zero": True},
+                  rng.integers(0, 50, size=(2, 12)).astype("int32"), {}),
+    "embedding-fairseq": ("PositionalEmbedding", {"vocab_size": 50, "d_model": 16, "position": 32,
+                                                  "convention": "fairseq", "padding_idx": 1},
+                          np.array([[5, 6, 7, 1], [1, 1, 9, 9]], "int32"), {}),
+    "rotary": ("RotaryEmbedding", {}, rng.normal(size=(2, 10, 2, 8)).astype("float32"),
+               {"start_index": 70000}),
+    "rotary-yarn-interleave": ("RotaryEmbedding", {"scaling_factor": 4.0, "rope_type": "yarn",
+                                                   "layout": "interleave"},
+                               rng.normal(size=(2, 6, 8)).astype("float32"),
+                               {"positions": np.array([0.0, 3.0, 5.0, 8.0, 13.0, 2.0**20])}),
+    "patch": ("PatchPositionalEncoding", {"grid_size": 4, "d_model": 16, "cls_token": True},
+              rng.normal(size=(2, 17, 16)).astype("float32"), {}),
+    "timestep": ("TimestepEmbedding", {"dim": 33, "flip_sin_to_cos": True},
+                 np.array([0, 1, 999, 2**30], "int32"), {}),
+}
+POLICIES = ["float32", "mixed_float16", "mixed_bfloat16", "float64"]
+
+
+def pair(name, policy):
+    """The Keras 3 and the tf_keras layer of a case, with the same weights."""
+    class_name, arguments, inputs, _ = CASES[name]
+    new = getattr(keras_3, class_name)(**arguments, dtype=policy)
+    old = getattr(keras_2, class_name)(**arguments, dtype=policy)
+    new.build(inputs.shape)
+    old.build(tf.TensorShape(inputs.shape))
+    old.set_weights(new.get_weights())
+    return new, old
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("name", CASES)
+def test_tf_keras_layers_give_the_keras_3_bits(name, policy):
+    _, _, inputs, call_arguments = CASES[name]
+    new, old = pair(name, policy)
+    expected = keras.ops.convert_to_numpy(new(inputs, **call_arguments))
+    got = old(inputs, **call_arguments)
+    assert got.dtype == new.compute_dtype == old.compute_dtype
+    assert np.array_equal(got.numpy(), expected, equal_nan=False)
+
+
+def test_tf_keras_encoding_is_the_documents_table():
+    layer = keras_2.PositionalEncoding(50, 512)
+    rows = layer(tf.zeros((1, 50, 512))).numpy()[0]
+    assert np.abs(rows - reference_table(np.arange(50), 512)).max() <= 0.5001 * 2**-24
+
+
+BAD_CALLS = {
+    "too-long": ("PositionalEncoding", {"position": 8, "d_model": 4}, np.zeros((1, 9, 4), "float32"),
+                 {}, ValueError, "The sequence is longer than `position`"),
+    "wrong-width": ("PositionalEncoding", {"position": 8, "d_model": 4}, np.zeros((1, 3, 5), "float32"),
+                    {}, ValueError, "The last dimension of `inputs` must equal `d_model`"),
+    "integer-inputs": ("PositionalEncoding", {"position": 8, "d_model": 4}, np.zeros((1, 3, 4), "int32"),
+                       {}, TypeError, "`inputs` must be a floating-point tensor"),
+    "both-start-and-positions": ("PositionalEncoding", {"position": 8, "d_model": 4},
+                                 np.zeros((1, 3, 4), "float32"),
+                                 {"start_index": 1, "positions": np.arange(3)}, ValueError,
+                                 "Pass either `start_index` or `positions`, not both"),
+    "float-token-ids": ("PositionalEmbedding", {"vocab_size": 9, "d_model": 4, "position": 8},
+                        np.zeros((1, 3), "float32"), {}, TypeError, "`inputs` must hold integer token ids"),
+    "odd-rotary-width": ("RotaryEmbedding", {}, np.zeros((1, 3, 5), "float32"), {}, ValueError,
+                         "must have a known, even size"),
+    "fractional-positions": ("RotaryEmbedding", {}, np.zeros((1, 2, 4), "float32"),
+                             {"positions": np.array([0.5, 1.0])}, tf.errors.InvalidArgumentError,
+                             "must hold whole numbers"),
+    "patch-grid": ("PatchPositionalEncoding", {"grid_size": 4, "d_model": 16},
+                   np.zeros((1, 15, 16), "float32"), {}, ValueError,
+                   "`inputs` must have shape (batch, 16, 16)"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_CALLS)
+def test_tf_keras_layers_raise_the_keras_3_errors(name):
+    class_name, arguments, inputs, call_arguments, error, message = BAD_CALLS[name]
+    for family in (keras_3, keras_2):
+        with pytest.raises(error, match=None) as raised:
+            getattr(family, class_name)(**arguments)(inputs, **call_arguments)
+        assert message in str(raised.value), family.__name__
+
+
+@pytest.mark.parametrize("arguments", [
+    {"position": 0, "d_model": 4}, {"position": 8, "d_model": 4, "max_wavelength": 1},
+    {"position": 8, "d_model": 4, "layout": "zigzag"}, {"position": 8, "d_model": 4, "convention": "x"},
+], ids=["position-0", "wavelength-1", "layout", "convention"])
+def test_tf_keras_constructor_errors_match(arguments):
+    messages = []
+    for family in (keras_3, keras_2):
+        with pytest.raises(ValueError) as raised:
+            family.PositionalEncoding(**arguments)
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1]
+
+
+def test_each_family_names_the_other_when_given_its_tensors():
+    with pytest.raises(TypeError, match="tf_posenc.tf_keras.PositionalEncoding"):
+        keras_3.PositionalEncoding(8, 4)(tf_keras.Input((None, 4)))
+    with pytest.raises(TypeError, match="tf_posenc.layers.RotaryEmbedding"):
+        keras_2.RotaryEmbedding()(keras.Input((None, 4)))
+
+
+class Tf_KerasMaskProbe(tf_keras.layers.Layer):
+    """Returns the mask that reached it as 0/1 floats (-1 everywhere when none did)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def call(self, inputs, mask=None):
+        if mask is None:
+            return -tf.ones(tf.shape(inputs)[:2])
+        return tf.cast(mask, "float32")
+
+
+def test_tf_keras_masks_flow_through_and_merge():
+    tokens = tf_keras.Input((None,), dtype="int32")
+    embedded = keras_2.PositionalEmbedding(20, 8, 16, mask_zero=True)(tokens)
+    encoded = keras_2.PositionalEncoding(16, 8)(embedded)
+    rotated = keras_2.RotaryEmbedding()(encoded)
+    probe = tf_keras.Model(tokens, Tf_KerasMaskProbe()(rotated))
+    ids = np.array([[3, 4, 0, 0], [5, 0, 6, 0]], "int32")
+    assert np.array_equal(probe.predict(ids, verbose=0), (ids != 0).astype("float32"))
+
+    # An incoming mask is merged with the layer's own, as in Keras 3.
+    features = tf_keras.Input((None, 1))
+    masked = tf_keras.layers.Masking(0.0)(features)
+    ids_as_features = tf_keras.layers.Lambda(lambda x: tf.cast(x[..., 0], "int32"))(masked)
+    merged = keras_2.PositionalEmbedding(20, 8, 16, mask_zero=True)(ids_as_features)
+    model = tf_keras.Model(features, Tf_KerasMaskProbe()(merged))
+    values = np.array([[[3], [0], [7], [2]]], "float32")
+    assert np.array_equal(model.predict(values, verbose=0), [[1, 0, 1, 1]])
+
+
+@pytest.mark.parametrize("class_name", keras_2.__all__)
+def test_tf_keras_configs_round_trip_through_json(class_name):
+    _, arguments, _, _ = next(case for case in CASES.values() if case[0] == class_name)
+    layer = getattr(keras_2, class_name)(**arguments, name="layer")
+    serialized = json.loads(json.dumps(tf_keras.saving.serialize_keras_object(layer)))
+    restored = tf_keras.saving.deserialize_keras_object(serialized)
+    assert type(restored) is type(layer)
+    assert restored.get_config() == layer.get_config()
+
+
+# What a tf_keras user writes: `tf.keras` models, top-level tf_posenc names.
+LEGACY_WORLD = """
+import json, numpy as np, tensorflow as tf, tf_keras, tf_posenc
+assert tf.keras.layers.Dense is tf_keras.layers.Dense
+families = sorted({type(getattr(tf_posenc, name)(**arguments)).__module__ for name, arguments in [
+    ("PositionalEncoding", {"position": 8, "d_model": 4}),
+    ("PositionalEmbedding", {"vocab_size": 9, "d_model": 4, "position": 8}),
+    ("RotaryEmbedding", {}), ("PatchPositionalEncoding", {"grid_size": 2, "d_model": 4}),
+    ("TimestepEmbedding", {"dim": 4})]})
+tf.keras.utils.set_random_seed(0)
+tokens = np.random.default_rng(0).integers(1, 50, size=(32, 12)).astype("int32")
+targets = (tokens[:, :1] > 25).astype("float32")
+
+def losses(model):
+    model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss="binary_crossentropy")
+    return model.fit(tokens, targets, epochs=8, batch_size=8, verbose=0).history["loss"]
+
+inputs = tf.keras.Input((None,), dtype="int32")
+x = tf_posenc.PositionalEmbedding(50, 16, position=32)(inputs)
+x = tf_posenc.PositionalEncoding(32, 16)(x)
+x = tf.keras.layers.Reshape((-1, 2, 8))(x)
+x = tf_posenc.RotaryEmbedding()(x)
+x = tf.keras.layers.Reshape((-1, 16))(x)
+pooled = tf.keras.layers.Lambda(lambda t: t[:, 0])(x)
+functional = tf.keras.Model(inputs, tf.keras.layers.Dense(1, activation="sigmoid")(pooled))
+
+sequential = tf.keras.Sequential([
+    tf.keras.Input((None,), dtype="int32"),
+    tf.keras.layers.Embedding(50, 16),
+    tf_posenc.PositionalEncoding(32, 16),
+    tf.keras.layers.Lambda(lambda t: t[:, 0]),
+    tf.keras.layers.Dense(1, activation="sigmoid"),
+])
+
+class Subclassed(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.embed = tf_posenc.PositionalEmbedding(50, 16, position=32)
+        self.head = tf.keras.layers.Dense(1, activation="sigmoid")
+
+    def call(self, ids):
+        return self.head(self.embed(ids)[:, 0])
+
+result = {"families": families}
+for name, model in [("functional", functional), ("sequential", sequential),
+                    ("subclassed", Subclassed())]:
+    history = losses(model)
+    result[name] = [history[0], history[-1]]
+
+tf.keras.mixed_precision.set_global_policy("mixed_bfloat16")
+layer = tf_posenc.PositionalEncoding(64, 32)
+encoded = layer(tf.zeros((1, 64, 32)))
+result["mixed"] = [layer.compute_dtype, encoded.dtype.name]
+np.save("mixed.npy", tf.cast(encoded, "float32").numpy()[0])
+print(json.dumps(result))
+"""
+
+
+def test_legacy_keras_users_get_tf_keras_layers_that_train(tmp_path):
+    result = json.loads(run_python(LEGACY_WORLD, tmp_path, env=LEGACY).splitlines()[-1])
+    assert result["families"] == ["tf_posenc.tf_keras"]
+    for name in ("functional", "sequential", "subclassed"):
+        first, last = result[name]
+        assert last < first, name
+    assert result["mixed"] == ["bfloat16", "bfloat16"]
+    expected = keras_3.PositionalEncoding(64, 32, dtype="mixed_bfloat16")(tf.zeros((1, 64, 32)))
+    assert np.array_equal(np.load(tmp_path / "mixed.npy"), tf.cast(expected, "float32").numpy()[0])
+
+
+def test_top_level_names_are_keras_3_layers_without_the_variable():
+    assert tf_posenc.PositionalEncoding is keras_3.PositionalEncoding
+    assert issubclass(tf_posenc.RotaryEmbedding, keras.layers.Layer)
+
+
+SAVE_LEGACY = """
+import numpy as np, tensorflow as tf, tf_posenc
+inputs = tf.keras.Input((None,), dtype="int32")
+x = tf_posenc.PositionalEmbedding(100, 16, position=64, mask_zero=True)(inputs)
+x = tf_posenc.PositionalEncoding(64, 16, convention="tensor2tensor")(x)
+x = tf.keras.layers.Reshape((-1, 2, 8))(x)
+x = tf_posenc.RotaryEmbedding(layout="interleave")(x)
+x = tf.keras.layers.Reshape((-1, 16))(x)
+model = tf.keras.Model(inputs, tf.keras.layers.Dense(3)(x))
+tokens = np.random.default_rng(1).integers(1, 100, size=(4, 64)).astype("int32")
+np.save("tokens.npy", tokens)
+np.save("expected.npy", model.predict(tokens, verbose=0))
+model.save("model.keras")
+model.save("model.h5")
+model.save("tf_keras_saved_model")
+tf.saved_model.save(model, "saved_model")
+"""
+
+LOAD_LEGACY = """
+import numpy as np, tensorflow as tf, tf_posenc
+tokens, expected = np.load("tokens.npy"), np.load("expected.npy")
+for path in ("model.keras", "model.h5", "tf_keras_saved_model"):
+    model = tf.keras.models.load_model(path)
+    kinds = sorted(type(layer).__name__ for layer in model.layers
+                   if type(layer).__module__ == "tf_posenc.tf_keras")
+    print(path, np.array_equal(model.predict(tokens, verbose=0), expected), *kinds)
+"""
+
+SERVE_LEGACY = """
+import sys
+sys.modules["tf_posenc"] = None
+import numpy as np, tensorflow as tf
+tokens, expected = np.load("tokens.npy"), np.load("expected.npy")
+for path in ("tf_keras_saved_model", "saved_model"):
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    for seq_len in (1, 17, 64):
+        served = list(serve(tf.constant(tokens[:, :seq_len])).values())[0].numpy()
+        print(path, seq_len, float(np.abs(served - expected[:, :seq_len]).max()))
+"""
+
+
+@pytest.mark.slow
+def test_legacy_saved_models_reload_and_serve_without_tf_posenc(tmp_path):
+    run_python(SAVE_LEGACY, tmp_path, env=LEGACY)
+    loaded = run_python(LOAD_LEGACY, tmp_path, env=LEGACY).splitlines()[-3:]
+    kinds = ["PositionalEmbedding", "PositionalEncoding", "RotaryEmbedding"]
+    assert [line.split() for line in loaded] == [
+        [path, "True", *kinds] for path in ("model.keras", "model.h5", "tf_keras_saved_model")]
+    served = [line.split() for line in run_python(SERVE_LEGACY, tmp_path, env=LEGACY).splitlines()[-6:]]
+    assert [(path, seq_len) for path, seq_len, _ in served] == [
+        (path, seq_len) for path in ("tf_keras_saved_model", "saved_model") for seq_len in ("1", "17", "64")]
+    # Served rows at a shorter length are the same rows; only the dense layer's sums may differ.
+    assert max(float(difference) for _, _, difference in served) <= 1e-6

@@ -1,0 +1,97 @@
+"""tf_posenc's layers for tf_keras (Keras 2) models: `tf.keras` under `TF_USE_LEGACY_KERAS=1`.
+
+Importable whenever the `tf-keras` package is installed. Each class shares its body (its
+numbers, checks and error messages) with the Keras 3 layer of the same name in
+`tf_posenc.layers`; only the base class and the registry of serializable objects differ, so
+a tf_keras model holding these layers saves to `.keras`, `.h5` and SavedModel and reloads with
+`tf.keras.models.load_model` after `import tf_posenc.tf_keras` (or `import tf_posenc` with
+`TF_USE_LEGACY_KERAS=1`, which makes these the top-level names).
+"""
+
+import tf_keras
+
+from tf_posenc.layers.dense_input_layer import DenseInputMixin
+from tf_posenc.layers.patch_positional_encoding import PatchPositionalEncodingMixin
+from tf_posenc.layers.positional_embedding import PositionalEmbeddingMixin
+from tf_posenc.layers.positional_encoding import PositionalEncodingMixin
+from tf_posenc.layers.rotary_embedding import RotaryEmbeddingMixin
+from tf_posenc.layers.timestep_embedding import TimestepEmbeddingMixin
+
+__all__ = [
+    "PatchPositionalEncoding",
+    "PositionalEmbedding",
+    "PositionalEncoding",
+    "RotaryEmbedding",
+    "TimestepEmbedding",
+]
+
+_serializable = tf_keras.saving.register_keras_serializable(package="tf_posenc")
+
+
+class DenseInputLayer(DenseInputMixin, tf_keras.layers.Layer):
+    """The tf_keras base of tf_posenc's layers."""
+
+    keras_family = tf_keras
+
+
+@_serializable
+class PositionalEncoding(PositionalEncodingMixin, DenseInputLayer):
+    """`tf_posenc.layers.PositionalEncoding` for tf_keras models: same arguments, same numbers.
+
+    Example:
+
+    >>> inputs = tf_keras.Input((None, 64))
+    >>> outputs = PositionalEncoding(position=128, d_model=64)(inputs)
+    >>> tf_keras.Model(inputs, outputs).output_shape
+    (None, None, 64)
+    """
+
+
+@_serializable
+class PositionalEmbedding(PositionalEmbeddingMixin, DenseInputLayer):
+    """`tf_posenc.layers.PositionalEmbedding` for tf_keras models, with a tf_keras `Embedding`.
+
+    Example:
+
+    >>> tokens = tf_keras.Input((None,), dtype="int32")
+    >>> PositionalEmbedding(8000, 512, position=1024, mask_zero=True)(tokens).shape
+    TensorShape([None, None, 512])
+    """
+
+    encoding_layer = PositionalEncoding
+
+
+@_serializable
+class RotaryEmbedding(RotaryEmbeddingMixin, DenseInputLayer):
+    """`tf_posenc.layers.RotaryEmbedding` for tf_keras models: same arguments, same numbers.
+
+    Example:
+
+    >>> queries = tf_keras.Input((None, 8, 64))
+    >>> RotaryEmbedding()(queries).shape
+    TensorShape([None, None, 8, 64])
+    """
+
+
+@_serializable
+class PatchPositionalEncoding(PatchPositionalEncodingMixin, DenseInputLayer):
+    """`tf_posenc.layers.PatchPositionalEncoding` for tf_keras models: same arguments, same numbers.
+
+    Example:
+
+    >>> patches = tf_keras.Input((14 * 14, 768))
+    >>> PatchPositionalEncoding(grid_size=14, d_model=768)(patches).shape
+    TensorShape([None, 196, 768])
+    """
+
+
+@_serializable
+class TimestepEmbedding(TimestepEmbeddingMixin, DenseInputLayer):
+    """`tf_posenc.layers.TimestepEmbedding` for tf_keras models: same arguments, same numbers.
+
+    Example:
+
+    >>> timesteps = tf_keras.Input((), dtype="int32")
+    >>> TimestepEmbedding(320)(timesteps).shape
+    TensorShape([None, 320])
+    """
