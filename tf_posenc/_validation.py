@@ -104,9 +104,24 @@ def dense_inputs(inputs):
 
 def floating_inputs(dtype, what):
     """Raises a `TypeError` unless `dtype` (a dtype or its name) is floating-point."""
-    name = tf.as_dtype(dtype).name
-    if not tf.as_dtype(dtype).is_floating:
+    name = keras.backend.standardize_dtype(dtype)
+    if "float" not in name:
         raise TypeError(f"`inputs` must be a floating-point tensor ({what}). Received: inputs.dtype={name}")
+
+
+def supported_backend(layer_name, family):
+    """Raises a `RuntimeError` unless Keras 3 runs on TensorFlow (or, for Keras 3 layers, JAX).
+
+    tf_keras layers compute with `keras.ops` on TensorFlow tensors, so Keras 3's backend must
+    be TensorFlow for them too.
+    """
+    backend = keras.backend.backend()
+    supported = ("tensorflow", "jax") if family.__name__ == "keras" else ("tensorflow",)
+    if backend not in supported:
+        raise RuntimeError(
+            f"`{layer_name}` runs on the Keras backends {' and '.join(supported)}; set "
+            f"KERAS_BACKEND to one of them. Received: keras.backend.backend()={backend!r}"
+        )
 
 
 def same_keras_family(inputs, layer_name, family):

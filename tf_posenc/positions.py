@@ -3,16 +3,24 @@
 A call covers `start_index .. start_index + seq_len - 1`, or the given `positions`. All of
 them must lie below the layer's `position`. What is known when the call is traced is checked
 then, with a `ValueError` or `TypeError`; what is only known when the graph runs is checked by
-the graph (`InvalidArgumentError`). XLA and TensorFlow Lite drop those run-time checks; there
-the rows past `position` are still the exact values of the formula (for positions below
-2**31), never clamped or garbage.
+the graph (`InvalidArgumentError`). XLA and TensorFlow Lite drop those run-time checks, and
+the JAX backend (whose shapes are all known when a call is traced) has none; there the rows
+past `position` are still the exact values of the formula (for positions below 2**31), never
+clamped or garbage.
 """
 
 import numbers
 
+import keras
 import tensorflow as tf
+from keras import ops
 
 from tf_posenc import _validation, rows
+
+
+def _graph_checks():
+    """Whether the graphs can stop on a failed check: TensorFlow's can, compiled JAX cannot."""
+    return keras.backend.backend() == "tensorflow"
 
 
 def _is_python_int(value):
@@ -20,9 +28,10 @@ def _is_python_int(value):
 
 
 def _integer_tensor(name, value):
-    value = tf.convert_to_tensor(value)
-    if not value.dtype.is_integer:
-        raise TypeError(f"`{name}` must hold integers. Received: {name}.dtype={value.dtype.name}")
+    value = ops.convert_to_tensor(value)
+    dtype = keras.backend.standardize_dtype(value.dtype)
+    if "int" not in dtype:
+        raise TypeError(f"`{name}` must hold integers. Received: {name}.dtype={dtype}")
     return value
 
 
@@ -90,26 +99,29 @@ def rows_for_call(inputs, start_index, positions, position, constants, dtype, li
         start = tf.constant(start_index, tf.int64)
     else:
         start = _integer_tensor("start_index", start_index)
-        if start.shape.rank != 0:
+        if len(start.shape) != 0:
             raise ValueError(
                 f"`start_index` must be a scalar. Received: start_index with shape {start.shape}"
             )
+        if not _graph_checks():
+            return rows.contiguous_rows(start, seq_len, limbs, offsets, dtype)
         start = _as_int64_at_most("start_index", start, position)
     length = tf.shape(inputs, out_type=tf.int64)[sequence_axis]
     fits = _run_time_check(start + length <= position, _too_long(position, limit_is_argument))
     with tf.control_dependencies([fits]):
-        return rows.contiguous_rows(start, length, limbs, offsets, dtype)
+        return rows.contiguous_rows(start, seq_len if seq_len is not None else length, limbs, offsets,
+                                    dtype)
 
 
 def _rows_at(inputs, positions, position, limbs, offsets, dtype, limit_is_argument, sequence_axis):
     positions = _integer_tensor("positions", positions)
-    if positions.shape.rank not in (1, 2):
+    if len(positions.shape) not in (1, 2):
         raise ValueError(
             "`positions` must have shape (seq_len,) or (batch, seq_len). "
             f"Received: positions with shape {positions.shape}"
         )
     expected = {-1: (inputs.shape[sequence_axis], "one entry per step of `inputs` (seq_len")}
-    if positions.shape.rank == 2:
+    if len(positions.shape) == 2:
         expected[0] = (inputs.shape[0], "one row per example of `inputs` (batch")
     for axis, (wanted, what) in expected.items():
         given = positions.shape[axis]
@@ -117,6 +129,8 @@ def _rows_at(inputs, positions, position, limbs, offsets, dtype, limit_is_argume
             raise ValueError(
                 f"`positions` must have {what}={wanted}). Received: positions with shape {positions.shape}"
             )
+    if not _graph_checks():
+        return rows.rows_at(positions, limbs, offsets, dtype)
     wide = tf.uint64 if positions.dtype.is_unsigned else tf.int64
     widened = tf.cast(positions, wide)
     shape, input_shape = tf.shape(positions), tf.shape(inputs)
@@ -142,6 +156,17 @@ def _rows_at(inputs, positions, position, limbs, offsets, dtype, limit_is_argume
         return rows.rows_at(widened, limbs, offsets, dtype)
 
 
+def checked_below(values, limit, message):
+    """Integer `values`, after a graph check (where graphs can check) that they lie in
+    [0, limit); `message` names the values, with `{limit}` for the limit."""
+    if not _graph_checks():
+        return values
+    wide = tf.cast(values, tf.int64)
+    in_range = _run_time_check(tf.reduce_all((wide >= 0) & (wide < limit)), message.format(limit=limit))
+    with tf.control_dependencies([in_range]):
+        return tf.identity(wide)
+
+
 def positions_from_mask(mask):
     """Positions for left-padded sequences: the first real token of each row is position 0.
 
@@ -156,21 +181,24 @@ def positions_from_mask(mask):
 
     Example:
 
-    >>> positions_from_mask([[False, False, True, True, True]]).numpy()
+    >>> keras.ops.convert_to_numpy(positions_from_mask([[False, False, True, True, True]]))
     array([[0, 0, 0, 1, 2]], dtype=int32)
     """
-    mask = tf.convert_to_tensor(mask)
-    if mask.shape.rank != 2:
+    mask = ops.convert_to_tensor(mask)
+    if len(mask.shape) != 2:
         raise ValueError(f"`mask` must have shape (batch, seq_len). Received: mask.shape={mask.shape}")
-    counts = tf.cumsum(tf.cast(tf.cast(mask, tf.bool), tf.int32), axis=-1)
-    return tf.maximum(counts - 1, 0)
+    counts = ops.cumsum(ops.cast(ops.cast(mask, "bool"), "int32"), axis=-1)
+    return ops.maximum(counts - 1, 0)
 
 
 def whole_positions(positions):
-    """Integer positions as they are; float positions checked to be whole numbers, as int64."""
-    positions = tf.convert_to_tensor(positions)
-    if not positions.dtype.is_floating:
+    """Integer positions as they are; float positions checked to be whole numbers (where the
+    graph can check), as integers."""
+    positions = ops.convert_to_tensor(positions)
+    if "float" not in keras.backend.standardize_dtype(positions.dtype):
         return positions
+    if not _graph_checks():
+        return ops.cast(positions, "int32")
     whole = tf.debugging.Assert(
         tf.reduce_all(tf.math.floor(positions) == positions),
         ["`positions` given as floats must hold whole numbers."],

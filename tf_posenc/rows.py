@@ -2,6 +2,8 @@
 
 Every layer computes its rows here, in eager calls, `tf.function`, XLA, SavedModels,
 TensorFlow Lite, ONNX and `tf.distribute` replicas alike, so they all get the same numbers.
+The route is written in `keras.ops`, so the JAX backend runs the same steps (in int32 and
+float32, without JAX's 64-bit mode).
 
 1. **Phase, exactly, in integers.** A column's angle is `p * w`, and only its fraction of a
    turn, `p * w / (2 * pi) mod 1`, matters. Each column's turns per position are kept as a
@@ -30,8 +32,9 @@ import functools
 import math
 from fractions import Fraction
 
+import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from tf_posenc import encoding
 
@@ -112,7 +115,7 @@ def _phase(positions, limbs):
 
     `positions`: int32 tensor of any shape; the digits have shape `positions.shape + (d,)`.
     """
-    positions = positions[..., tf.newaxis]
+    positions = ops.expand_dims(positions, -1)
     position_limbs = [positions % _LIMB, positions // _LIMB % _LIMB, positions // _LIMB**2]
     # Column c collects the limb products worth 2**(60 - 12c); the ones worth 2**72 or more
     # are whole turns and drop out.
@@ -144,9 +147,9 @@ def _sine(hi, mid):
     """
     index, fine = hi // _FINE, hi % _FINE
     # One gather of four values costs about as much as a gather of one.
-    sine_hi, sine_lo, slope_hi, slope_lo = tf.unstack(tf.gather(_sine_table(), index), axis=-1)
-    near = tf.cast(fine, tf.float32) * 2.0**-24  # exact: 14 bits
-    far = tf.cast(mid, tf.float32) * 2.0**-48  # exact: 24 bits
+    sine_hi, sine_lo, slope_hi, slope_lo = ops.unstack(ops.take(_sine_table(), index, axis=0), axis=-1)
+    near = ops.cast(fine, "float32") * 2.0**-24  # exact: 14 bits
+    far = ops.cast(mid, "float32") * 2.0**-48  # exact: 24 bits
     turns = near + far
     angle_squared = turns * turns * np.float32(4 * np.pi**2)
     cosine_minus_one = angle_squared * (angle_squared * np.float32(1 / 24) - 0.5)
@@ -169,16 +172,16 @@ class _Pieces:
     """
 
     def __init__(self, rounded, low):
-        self.head = tf.round(rounded * 2.0**11) * 2.0**-11
+        self.head = ops.round(rounded * 2.0**11) * 2.0**-11
         above_head = rounded - self.head  # exact: both are multiples of rounded's last unit
-        self.middle = tf.round((above_head + low) * 2.0**22) * 2.0**-22
+        self.middle = ops.round((above_head + low) * 2.0**22) * 2.0**-22
         self.tail = (above_head - self.middle) + low
         self.upper = self.head + self.middle
         self.whole = rounded + low
 
     def expand(self, axis):
         for name, value in vars(self).items():
-            setattr(self, name, tf.expand_dims(value, axis))
+            setattr(self, name, ops.expand_dims(value, axis))
         return self
 
 
@@ -210,9 +213,9 @@ def _combine(sine_a, cosine_a, sine_b, cosine_b, dtype):
     rounded = leading + second
     shortfall = rounded - leading  # Fast2Sum: second - shortfall is the sum's exact error
     minus_low = (shortfall - second) - third
-    if tf.as_dtype(dtype) == tf.float64:
-        return tf.cast(rounded, tf.float64) - tf.cast(minus_low, tf.float64)
-    return tf.cast(rounded - minus_low, dtype)
+    if keras.backend.standardize_dtype(dtype) == "float64":
+        return ops.cast(rounded, "float64") - ops.cast(minus_low, "float64")
+    return ops.cast(rounded - minus_low, dtype)
 
 
 def rows_at(positions, limbs, offsets, dtype="float32"):
@@ -221,7 +224,7 @@ def rows_at(positions, limbs, offsets, dtype="float32"):
     Every row is computed the same way wherever it is asked for: position p is split as
     block + step, with step = p mod 64, and the row is sin(block phase + step phase).
     """
-    positions = tf.cast(positions, tf.int32)
+    positions = ops.cast(positions, "int32")
     step = positions % _STEP
     block = _sine_cosine_pieces(positions - step, limbs, offsets)
     return _combine(*block, *_sine_cosine_pieces(step, limbs, np.zeros_like(offsets)), dtype)
@@ -230,22 +233,30 @@ def rows_at(positions, limbs, offsets, dtype="float32"):
 def contiguous_rows(start, length, limbs, offsets, dtype="float32"):
     """Rows `start .. start + length - 1`, shape `(length, d)`, bit-equal to `rows_at`.
 
-    `start` and `length` are Python ints or scalar integer tensors. The rows fill a grid of
+    `start` and `length` are Python ints or scalar integer tensors (a tensor `length` only
+    where the backend allows dynamic shapes, as TensorFlow graphs do). The rows fill a grid of
     64-position blocks by steps: only the blocks' and the 64 steps' sines are computed from
     phases, and each grid cell combines one of each.
     """
-    if isinstance(start, int) and isinstance(length, int):
+    static_length = isinstance(length, int)
+    if isinstance(start, int) and static_length:
         if length < _STEP:  # fewer rows than one block: cheaper one by one, and the same bits
-            return rows_at(tf.range(start, start + length), limbs, offsets, dtype)
+            return rows_at(np.arange(start, start + length, dtype=np.int32), limbs, offsets, dtype)
         skip = start % _STEP
         blocks = -(-(skip + length) // _STEP)
     else:
-        start, length = tf.cast(start, tf.int32), tf.cast(length, tf.int32)
+        start = ops.cast(start, "int32")
         skip = start % _STEP
-        blocks = (skip + length + _STEP - 1) // _STEP
-    block_starts = (start - skip) + tf.range(blocks) * _STEP
+        if static_length:  # enough blocks for any skip: the grid keeps a static shape (JAX)
+            blocks = (length + 2 * _STEP - 2) // _STEP
+        else:
+            length = ops.cast(length, "int32")
+            blocks = (skip + length + _STEP - 1) // _STEP
+    block_starts = (start - skip) + ops.arange(blocks, dtype="int32") * _STEP
     block = [pieces.expand(1) for pieces in _sine_cosine_pieces(block_starts, limbs, offsets)]
-    steps = _sine_cosine_pieces(tf.range(_STEP), limbs, np.zeros_like(offsets))
+    steps = _sine_cosine_pieces(np.arange(_STEP, dtype=np.int32), limbs, np.zeros_like(offsets))
     steps = [pieces.expand(0) for pieces in steps]
-    rows = tf.reshape(_combine(*block, *steps, dtype), (-1, limbs.shape[1]))
-    return rows[skip : skip + length]
+    rows = ops.reshape(_combine(*block, *steps, dtype), (-1, limbs.shape[1]))
+    if isinstance(skip, int):
+        return rows[skip : skip + length]
+    return ops.slice(rows, (skip, 0), (length, limbs.shape[1]))

@@ -1,5 +1,4 @@
 import keras
-import tensorflow as tf
 
 from tf_posenc import _validation
 
@@ -15,6 +14,7 @@ class DenseInputMixin:
     """
 
     def __init__(self, autocast=False, **kwargs):
+        _validation.supported_backend(type(self).__name__, self.keras_family)
         if autocast is not False:
             raise ValueError(
                 "`autocast` must be False: tf_posenc layers cast their floating features to the "
@@ -31,7 +31,7 @@ class DenseInputMixin:
     def _features_in_compute_dtype(self, inputs, what):
         """`inputs`, checked to be floating-point, cast to the compute dtype as Keras would."""
         _validation.floating_inputs(inputs.dtype, what)
-        return tf.cast(inputs, self.compute_dtype)
+        return keras.ops.cast(inputs, self.compute_dtype)
 
 
 class DenseInputLayer(DenseInputMixin, keras.layers.Layer):

@@ -1,6 +1,6 @@
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from tf_posenc import _validation, encoding, rows
 from tf_posenc.layers.dense_input_layer import DenseInputLayer
@@ -32,12 +32,12 @@ class PatchPositionalEncodingMixin:
         inputs = self._features_in_compute_dtype(inputs, "patch embeddings")
         row, column = np.divmod(np.arange(self.grid_size**2), self.grid_size)
         constants = rows.encoding_constants(self.d_model // 2, layout="concat")
-        table = tf.concat([rows.rows_at(column, *constants, self.compute_dtype),
-                           rows.rows_at(row, *constants, self.compute_dtype)], axis=-1)
+        table = ops.concatenate([rows.rows_at(column, *constants, self.compute_dtype),
+                                 rows.rows_at(row, *constants, self.compute_dtype)], axis=-1)
         if self.cls_token:
-            table = tf.concat([tf.zeros((1, self.d_model), table.dtype), table], axis=0)
-        if inputs.shape.rank == 4:
-            table = tf.reshape(table, (self.grid_size, self.grid_size, self.d_model))
+            table = ops.concatenate([ops.zeros((1, self.d_model), table.dtype), table], axis=0)
+        if len(inputs.shape) == 4:
+            table = ops.reshape(table, (self.grid_size, self.grid_size, self.d_model))
         return inputs + table
 
     def compute_output_shape(self, input_shape):

@@ -1,7 +1,7 @@
 import math
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from tf_posenc import _validation, encoding
 from tf_posenc.layers.dense_input_layer import DenseInputLayer
@@ -52,7 +52,7 @@ class PositionalEmbeddingMixin:
         self._check_input_dtype(inputs.dtype)
         # An incoming mask is merged by `compute_mask`; a fresh tensor carries none into the
         # inner Embedding, which would warn that it drops it.
-        embedded = self.token_embedding(tf.identity(inputs)) * math.sqrt(self.d_model)
+        embedded = self.token_embedding(ops.copy(inputs)) * math.sqrt(self.d_model)
         if self.padding_idx is None:
             return self.position_encoding(embedded, start_index=start_index, positions=positions)
         if positions is not None or not (isinstance(start_index, int) and start_index == 0):
@@ -62,17 +62,17 @@ class PositionalEmbeddingMixin:
             )
         # fairseq's make_positions: real tokens count up from padding_idx + 1, padding tokens
         # sit at padding_idx, whose row is all zeros.
-        real = tf.cast(tf.not_equal(inputs, self.padding_idx), tf.int32)
-        positions = tf.cumsum(real, axis=1) * real + self.padding_idx
-        zeros = tf.zeros_like(embedded)
+        real = ops.cast(ops.not_equal(inputs, self.padding_idx), "int32")
+        positions = ops.cumsum(real, axis=1) * real + self.padding_idx
+        zeros = ops.zeros_like(embedded)
         encoded = self.position_encoding(zeros, positions=positions)
-        return embedded + encoded * tf.cast(real, encoded.dtype)[..., tf.newaxis]
+        return embedded + encoded * ops.cast(real, encoded.dtype)[..., None]
 
     def compute_mask(self, inputs, mask=None):
         own = self.token_embedding.compute_mask(inputs)
         if mask is None or own is None:
             return own if mask is None else mask
-        return keras.ops.logical_and(keras.ops.cast(mask, "bool"), own)
+        return ops.logical_and(ops.cast(mask, "bool"), own)
 
     def compute_output_shape(self, input_shape):
         return self._check_input_shape(input_shape) + (self.d_model,)
@@ -87,11 +87,9 @@ class PositionalEmbeddingMixin:
 
     @staticmethod
     def _check_input_dtype(dtype):
-        if not tf.as_dtype(dtype).is_integer:
-            raise TypeError(
-                "`inputs` must hold integer token ids. "
-                f"Received: inputs.dtype={tf.as_dtype(dtype).name}"
-            )
+        dtype = keras.backend.standardize_dtype(dtype)
+        if "int" not in dtype:
+            raise TypeError(f"`inputs` must hold integer token ids. Received: inputs.dtype={dtype}")
 
     def get_config(self):
         return {

@@ -17,11 +17,6 @@ class PositionalEncodingMixin:
     def __init__(self, position, d_model, max_wavelength=10000, layout=None, convention="paper",
                  min_timescale=1.0, **kwargs):
         super().__init__(**kwargs)
-        if keras.backend.backend() != "tensorflow":
-            raise RuntimeError(
-                "tf_posenc needs the TensorFlow backend of Keras. "
-                f"Received: keras.backend.backend()={keras.backend.backend()!r}"
-            )
         self.position = _validation.positive_int(
             "position", position, maximum=_validation.MAX_POSITION
         )
@@ -80,14 +75,14 @@ class PositionalEncodingMixin:
             with tf.control_dependencies([width]):
                 inputs = tf.identity(inputs)
         constants = rows.encoding_constants(*self._options())
-        rank = inputs.shape.rank
+        rank = len(inputs.shape)
         added = rows_for_call(
             inputs, start_index, positions, self.position, constants, self.compute_dtype,
             sequence_axis=rank - 2,
         )
-        if added.shape.rank == 3:  # per-example positions: (batch, seq_len, d_model)
+        if len(added.shape) == 3:  # per-example positions: (batch, seq_len, d_model)
             for _ in range(rank - 3):
-                added = added[:, tf.newaxis]
+                added = added[:, None]
         return inputs + added
 
     def compute_output_shape(self, input_shape):

@@ -2,7 +2,7 @@ import math
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from tf_posenc import _validation, rows
 from tf_posenc.layers.dense_input_layer import DenseInputLayer
@@ -77,15 +77,15 @@ class RotaryEmbeddingMixin:
     def call(self, inputs, start_index=0, positions=None):
         sequence_axis, feature_axis = self._axes(inputs.shape)
         inputs = self._features_in_compute_dtype(inputs, "queries or keys")
-        rank = inputs.shape.rank
+        rank = len(inputs.shape)
         order = [0] + [sequence_axis] + [
             axis for axis in range(1, rank) if axis not in (sequence_axis, feature_axis)
         ] + [feature_axis]
-        moved = inputs if order == list(range(rank)) else tf.transpose(inputs, order)
+        moved = inputs if order == list(range(rank)) else ops.transpose(inputs, order)
         rotated = self._rotate(moved, start_index, positions)
         if order == list(range(rank)):
             return rotated
-        return tf.transpose(rotated, np.argsort(order))
+        return ops.transpose(rotated, np.argsort(order).tolist())
 
     def compute_output_shape(self, input_shape):
         self._axes(input_shape)
@@ -132,25 +132,25 @@ class RotaryEmbeddingMixin:
                               wide, limit_is_argument=False)
         if self.rope_type == "yarn":
             # YaRN's attention temperature, applied to the cosines and sines as keras-hub does.
-            table = table * tf.constant(0.1 * math.log(self.scaling_factor) + 1, wide)
+            table = table * ops.cast(0.1 * math.log(self.scaling_factor) + 1, wide)
         sine, cosine = table[..., :pairs], table[..., pairs:]
         # Per feature: its pair's cosine, and its pair's sine with the sign the rotation gives
         # it; arranged on the small table, so the inputs see one multiply-add.
         if self.layout == "half":
-            cosine = tf.concat([cosine, cosine], axis=-1)
-            signed_sine = tf.concat([-sine, sine], axis=-1)
+            cosine = ops.concatenate([cosine, cosine], axis=-1)
+            signed_sine = ops.concatenate([-sine, sine], axis=-1)
         else:
-            cosine = tf.reshape(tf.stack([cosine, cosine], axis=-1), tf.shape(table))
-            signed_sine = tf.reshape(tf.stack([-sine, sine], axis=-1), tf.shape(table))
-        for _ in range(inputs.shape.rank - 3):  # between the sequence and the features
-            cosine, signed_sine = cosine[..., tf.newaxis, :], signed_sine[..., tf.newaxis, :]
-        x = tf.cast(inputs, wide)
+            cosine = ops.reshape(ops.stack([cosine, cosine], axis=-1), ops.shape(table))
+            signed_sine = ops.reshape(ops.stack([-sine, sine], axis=-1), ops.shape(table))
+        for _ in range(len(inputs.shape) - 3):  # between the sequence and the features
+            cosine, signed_sine = cosine[..., None, :], signed_sine[..., None, :]
+        x = ops.cast(inputs, wide)
         if self.layout == "half":
-            partner = tf.concat([x[..., pairs:], x[..., :pairs]], axis=-1)
+            partner = ops.concatenate([x[..., pairs:], x[..., :pairs]], axis=-1)
         else:
-            paired = tf.reshape(x, tf.concat([tf.shape(x)[:-1], [pairs, 2]], axis=0))
-            partner = tf.reshape(tf.reverse(paired, axis=[-1]), tf.shape(x))
-        return tf.cast(x * cosine + partner * signed_sine, self.compute_dtype)
+            paired = ops.reshape(x, (*ops.shape(x)[:-1], pairs, 2))
+            partner = ops.reshape(ops.flip(paired, axis=-1), ops.shape(x))
+        return ops.cast(x * cosine + partner * signed_sine, self.compute_dtype)
 
     def _axes(self, shape):
         """The sequence and feature axes as non-negative numbers, after checking them."""

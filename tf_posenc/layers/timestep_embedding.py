@@ -1,9 +1,8 @@
 import keras
-import tensorflow as tf
 
 from tf_posenc import _validation, encoding, rows
 from tf_posenc.layers.dense_input_layer import DenseInputLayer
-from tf_posenc.positions import whole_positions
+from tf_posenc.positions import checked_below, whole_positions
 
 
 class TimestepEmbeddingMixin:
@@ -38,21 +37,15 @@ class TimestepEmbeddingMixin:
     def call(self, inputs):
         self._check_input_shape(inputs.shape)
         timesteps = whole_positions(inputs)
-        if not timesteps.dtype.is_integer:
-            raise TypeError(
-                f"`inputs` must hold timesteps as numbers. Received: inputs.dtype={inputs.dtype.name}"
-            )
-        wide = tf.cast(timesteps, tf.int64)
-        in_range = tf.debugging.Assert(
-            tf.reduce_all((wide >= 0) & (wide < _validation.MAX_POSITION)),
-            [f"Timesteps must be in [0, {_validation.MAX_POSITION})."],
-        )
+        dtype = keras.backend.standardize_dtype(timesteps.dtype)
+        if "int" not in dtype:
+            raise TypeError(f"`inputs` must hold timesteps as numbers. Received: inputs.dtype={dtype}")
+        timesteps = checked_below(timesteps, _validation.MAX_POSITION, "Timesteps must be in [0, {limit}).")
         frequencies, cosine = encoding.timestep_columns(
             self.dim, self.max_period, self.downscale_freq_shift, self.flip_sin_to_cos, self.scale
         )
         constants = rows.column_constants(tuple(frequencies.tolist()), tuple(cosine.astype(int).tolist()))
-        with tf.control_dependencies([in_range]):
-            return rows.rows_at(wide, *constants, self.compute_dtype)
+        return rows.rows_at(timesteps, *constants, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return self._check_input_shape(input_shape) + (self.dim,)
@@ -100,9 +93,10 @@ class TimestepEmbedding(TimestepEmbeddingMixin, DenseInputLayer):
 
     Example:
 
-    >>> TimestepEmbedding(320, flip_sin_to_cos=True, downscale_freq_shift=0)(
-    ...     tf.constant([0, 500, 999])).shape
-    TensorShape([3, 320])
+    >>> timesteps = keras.ops.convert_to_tensor([0, 500, 999])
+    >>> embedded = TimestepEmbedding(320, flip_sin_to_cos=True, downscale_freq_shift=0)(timesteps)
+    >>> tuple(embedded.shape)
+    (3, 320)
 
     References:
         [Ho et al., 2020](https://arxiv.org/abs/2006.11239)

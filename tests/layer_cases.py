@@ -1,0 +1,58 @@
+"""One call of every layer, with the arguments that change its route: the same cases run in
+every Keras family and backend, whose outputs must agree bit for bit."""
+
+import numpy as np
+import tensorflow as tf
+
+rng = np.random.default_rng(7)
+
+# name: (class name, constructor arguments, inputs, call arguments)
+CASES = {
+    "encoding": ("PositionalEncoding", {"position": 64, "d_model": 512},
+                 rng.normal(size=(2, 50, 512)).astype("float32"), {}),
+    "encoding-start-index": ("PositionalEncoding", {"position": 4096, "d_model": 64},
+                             rng.normal(size=(2, 3, 64)).astype("float32"), {"start_index": 4000}),
+    "encoding-positions": ("PositionalEncoding", {"position": 100, "d_model": 8, "layout": "concat"},
+                           rng.normal(size=(2, 4, 8)).astype("float32"),
+                           {"positions": np.array([[0, 9, 50, 99], [1, 2, 3, 4]])}),
+    "embedding": ("PositionalEmbedding", {"vocab_size": 50, "d_model": 16, "position": 32,
+                                          "mask_zero": True},
+                  rng.integers(0, 50, size=(2, 12)).astype("int32"), {}),
+    "embedding-fairseq": ("PositionalEmbedding", {"vocab_size": 50, "d_model": 16, "position": 32,
+                                                  "convention": "fairseq", "padding_idx": 1},
+                          np.array([[5, 6, 7, 1], [1, 1, 9, 9]], "int32"), {}),
+    "rotary": ("RotaryEmbedding", {}, rng.normal(size=(2, 10, 2, 8)).astype("float32"),
+               {"start_index": 70000}),
+    "rotary-yarn-interleave": ("RotaryEmbedding", {"scaling_factor": 4.0, "rope_type": "yarn",
+                                                   "layout": "interleave"},
+                               rng.normal(size=(2, 6, 8)).astype("float32"),
+                               {"positions": np.array([0.0, 3.0, 5.0, 8.0, 13.0, 2.0**20])}),
+    "patch": ("PatchPositionalEncoding", {"grid_size": 4, "d_model": 16, "cls_token": True},
+              rng.normal(size=(2, 17, 16)).astype("float32"), {}),
+    "timestep": ("TimestepEmbedding", {"dim": 33, "flip_sin_to_cos": True},
+                 np.array([0, 1, 999, 2**30], "int32"), {}),
+}
+
+# name: (class name, constructor arguments, inputs, call arguments, error, part of its message)
+BAD_CALLS = {
+    "too-long": ("PositionalEncoding", {"position": 8, "d_model": 4}, np.zeros((1, 9, 4), "float32"),
+                 {}, ValueError, "The sequence is longer than `position`"),
+    "wrong-width": ("PositionalEncoding", {"position": 8, "d_model": 4}, np.zeros((1, 3, 5), "float32"),
+                    {}, ValueError, "The last dimension of `inputs` must equal `d_model`"),
+    "integer-inputs": ("PositionalEncoding", {"position": 8, "d_model": 4}, np.zeros((1, 3, 4), "int32"),
+                       {}, TypeError, "`inputs` must be a floating-point tensor"),
+    "both-start-and-positions": ("PositionalEncoding", {"position": 8, "d_model": 4},
+                                 np.zeros((1, 3, 4), "float32"),
+                                 {"start_index": 1, "positions": np.arange(3)}, ValueError,
+                                 "Pass either `start_index` or `positions`, not both"),
+    "float-token-ids": ("PositionalEmbedding", {"vocab_size": 9, "d_model": 4, "position": 8},
+                        np.zeros((1, 3), "float32"), {}, TypeError, "`inputs` must hold integer token ids"),
+    "odd-rotary-width": ("RotaryEmbedding", {}, np.zeros((1, 3, 5), "float32"), {}, ValueError,
+                         "must have a known, even size"),
+    "fractional-positions": ("RotaryEmbedding", {}, np.zeros((1, 2, 4), "float32"),
+                             {"positions": np.array([0.5, 1.0])}, tf.errors.InvalidArgumentError,
+                             "must hold whole numbers"),
+    "patch-grid": ("PatchPositionalEncoding", {"grid_size": 4, "d_model": 16},
+                   np.zeros((1, 15, 16), "float32"), {}, ValueError,
+                   "`inputs` must have shape (batch, 16, 16)"),
+}

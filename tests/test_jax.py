@@ -1,0 +1,243 @@
+"""Keras 3 on JAX (`KERAS_BACKEND=jax`, without JAX's 64-bit mode): the layers build, train,
+predict and reload, with the TensorFlow backend's bits. Each test runs JAX in a fresh
+interpreter; this process (TensorFlow) computes what JAX must match."""
+
+import json
+import pathlib
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from helpers import run_python
+from layer_cases import BAD_CALLS, CASES
+from reference import reference_table
+
+from tf_posenc import layers
+
+JAX = {"KERAS_BACKEND": "jax", "JAX_ENABLE_X64": None, "TF_USE_LEGACY_KERAS": None}
+TESTS = str(pathlib.Path(__file__).parent)
+
+pytestmark = pytest.mark.slow
+
+RUN_CASES = """
+import sys, json, numpy as np, jax, jax.numpy as jnp, keras
+sys.path.insert(0, TESTS)
+from layer_cases import CASES
+from tf_posenc import layers
+assert keras.backend.backend() == "jax" and not jax.config.jax_enable_x64
+weights = np.load("weights.npz")
+outputs, dtypes = {}, {}
+for name, (class_name, arguments, inputs, call_arguments) in CASES.items():
+    for policy in ("float32", "mixed_bfloat16"):
+        layer = getattr(layers, class_name)(**arguments, dtype=policy)
+        layer.build(inputs.shape)
+        if layer.weights:
+            layer.set_weights([weights[name]])
+        eager = layer(inputs, **call_arguments)
+        # Under jit, `start_index` and `positions` are traced arrays, not constants.
+        traced = {key: jnp.asarray(value) for key, value in call_arguments.items()}
+        jitted = jax.jit(lambda x, kw: layer(x, **kw))(inputs, traced)
+        dtypes[f"{name}-{policy}"] = [str(eager.dtype), str(jitted.dtype)]
+        outputs[f"{name}-{policy}-eager"] = np.asarray(eager, np.float32)
+        outputs[f"{name}-{policy}-jit"] = np.asarray(jitted, np.float32)
+np.savez("outputs.npz", **outputs)
+print(json.dumps(dtypes))
+"""
+
+
+@pytest.fixture(scope="module")
+def jax_outputs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("jax_cases")
+    weights = {}
+    for name, (class_name, arguments, inputs, _) in CASES.items():
+        layer = getattr(layers, class_name)(**arguments)
+        layer.build(inputs.shape)
+        if layer.weights:
+            weights[name] = layer.get_weights()[0]
+    np.savez(folder / "weights.npz", **weights)
+    dtypes = json.loads(run_python(f"TESTS = {TESTS!r}\n" + RUN_CASES, folder, env=JAX).splitlines()[-1])
+    return folder, weights, dtypes, np.load(folder / "outputs.npz")
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("name", CASES)
+def test_jax_layers_give_the_tensorflow_bits(jax_outputs, name, policy):
+    _, weights, dtypes, outputs = jax_outputs
+    class_name, arguments, inputs, call_arguments = CASES[name]
+    layer = getattr(layers, class_name)(**arguments, dtype=policy)
+    layer.build(inputs.shape)
+    if layer.weights:
+        layer.set_weights([weights[name]])
+    assert dtypes[f"{name}-{policy}"] == [layer.compute_dtype] * 2
+    expected = tf.cast(layer(inputs, **call_arguments), "float32").numpy()
+    assert np.array_equal(outputs[f"{name}-{policy}-eager"], expected)
+    jitted = outputs[f"{name}-{policy}-jit"]
+    if class_name != "RotaryEmbedding":
+        assert np.array_equal(jitted, expected)
+    else:
+        # Compiled, the rotation's last multiply-add may be fused (one rounding fewer), as
+        # XLA does in TensorFlow too; the cosines and sines it applies are the same bits.
+        unit = 2**-23 if policy == "float32" else 2**-7
+        assert np.abs(jitted - expected).max() <= 2 * unit * np.abs(inputs).max()
+
+
+EVERY_POSITION = """
+import numpy as np, jax, keras
+from tf_posenc import PositionalEncoding
+assert keras.backend.backend() == "jax" and not jax.config.jax_enable_x64
+for policy in ("float32", "mixed_bfloat16"):
+    inputs = keras.Input((None, 8))
+    model = keras.Model(inputs, PositionalEncoding(2**20, 8, dtype=policy)(inputs))
+    rows = model.predict(np.zeros((1, 2**20, 8), "float32"), verbose=0)[0]
+    np.save(f"rows_{policy}.npy", np.asarray(rows, np.float32))
+"""
+
+
+def test_jax_is_exact_at_every_position_below_2_20(tmp_path):
+    run_python(EVERY_POSITION, tmp_path, env=JAX)
+    expected = reference_table(np.arange(2**20), 8)
+    zeros = np.zeros((1, 2**20, 8), "float32")
+    # Within half a unit of the output dtype (a unit is 2**-24 in [0.5, 1) for float32, 2**-8
+    # for bfloat16), plus the route's own 2**-38; TensorFlow meets the same bound.
+    for policy, half_unit in [("float32", 2**-25), ("mixed_bfloat16", 2**-9)]:
+        tensorflow_rows = layers.PositionalEncoding(2**20, 8, dtype=policy)(zeros)[0]
+        nearest = tf.cast(tf.cast(expected, tensorflow_rows.dtype), "float64").numpy()
+        tensorflow_rows = tf.cast(tensorflow_rows, "float64").numpy()
+        rows = np.load(tmp_path / f"rows_{policy}.npy").astype(np.float64)
+        for got in (rows, tensorflow_rows):
+            assert np.abs(got - expected).max() <= half_unit * 1.001, policy
+            assert np.mean(got == nearest) > 0.9999, policy
+        # Where the formula lies within 2**-38 of halfway, compiled code (which may fuse a
+        # multiply and an add) can round the other way: a few entries in 100000.
+        assert np.mean(rows != tensorflow_rows) < 1e-4, policy
+        assert np.abs(rows - tensorflow_rows).max() <= 2 * half_unit, policy
+
+
+TRAIN_AND_SAVE = """
+import json, numpy as np, keras
+import tf_posenc
+keras.utils.set_random_seed(0)
+tokens = keras.Input((None,), dtype="int32")
+x = tf_posenc.PositionalEmbedding(50, 16, position=32)(tokens)
+x = tf_posenc.PositionalEncoding(32, 16, convention="tensor2tensor")(x)
+x = tf_posenc.RotaryEmbedding(layout="interleave")(keras.layers.Reshape((-1, 2, 8))(x))
+x = keras.layers.Reshape((-1, 16))(x)
+timesteps = keras.Input((), dtype="int32")
+patches = keras.Input((5, 16))
+y = tf_posenc.PatchPositionalEncoding(2, 16, cls_token=True)(patches)
+y = y + keras.layers.Reshape((1, 16))(tf_posenc.TimestepEmbedding(16)(timesteps))
+pooled = keras.layers.Concatenate()([x[:, 0], y[:, 0]])
+model = keras.Model([tokens, timesteps, patches], keras.layers.Dense(1, activation="sigmoid")(pooled))
+model.compile(optimizer=keras.optimizers.Adam(0.01), loss="binary_crossentropy")
+rng = np.random.default_rng(0)
+data = [rng.integers(1, 50, size=(32, 12)).astype("int32"), rng.integers(0, 1000, size=(32,)).astype("int32"),
+        rng.normal(size=(32, 5, 16)).astype("float32")]
+targets = (data[0][:, :1] > 25).astype("float32")
+history = model.fit(data, targets, epochs=8, batch_size=8, verbose=0).history["loss"]
+np.savez("data.npz", *data)
+np.save("expected.npy", model.predict(data, verbose=0))
+model.save("model.keras")
+print(json.dumps([history[0], history[-1]]))
+"""
+
+RELOAD = """
+import numpy as np, keras, tf_posenc
+data = list(np.load("data.npz").values())
+model = keras.models.load_model("model.keras")
+print(np.array_equal(model.predict(data, verbose=0), np.load("expected.npy")))
+"""
+
+
+def test_jax_models_train_predict_and_reload_from_keras_files(tmp_path):
+    first, last = json.loads(run_python(TRAIN_AND_SAVE, tmp_path, env=JAX).splitlines()[-1])
+    assert last < first
+    assert run_python(RELOAD, tmp_path, env=JAX).split()[-1] == "True"
+    # The same file on the TensorFlow backend: the same predictions, to float32 rounding of
+    # the dense layers' sums.
+    model = keras.models.load_model(tmp_path / "model.keras")
+    data = list(np.load(tmp_path / "data.npz").values())
+    difference = np.abs(model.predict(data, verbose=0) - np.load(tmp_path / "expected.npy")).max()
+    assert difference <= 1e-6
+
+
+MASKS_AND_ERRORS = """
+import sys, json, numpy as np, keras
+sys.path.insert(0, TESTS)
+from layer_cases import BAD_CALLS
+import tf_posenc
+
+class MaskProbe(keras.layers.Layer):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def call(self, inputs, mask=None):
+        if mask is None:
+            return -keras.ops.ones(keras.ops.shape(inputs)[:2])
+        return keras.ops.cast(mask, "float32")
+
+tokens = keras.Input((None,), dtype="int32")
+x = tf_posenc.PositionalEmbedding(20, 8, 16, mask_zero=True)(tokens)
+x = tf_posenc.RotaryEmbedding()(tf_posenc.PositionalEncoding(16, 8)(x))
+probe = keras.Model(tokens, MaskProbe()(x))
+result = {"mask": probe.predict(np.array([[3, 4, 0, 0], [5, 0, 6, 0]], "int32"), verbose=0).tolist()}
+for name, (class_name, arguments, inputs, call_arguments, error, _) in BAD_CALLS.items():
+    for where in ("eager", "symbolic"):
+        try:
+            layer = getattr(tf_posenc, class_name)(**arguments)
+            if where == "eager":
+                layer(inputs, **call_arguments)
+            else:
+                layer(keras.Input(inputs.shape[1:], dtype=str(inputs.dtype)), **call_arguments)
+            result[f"{name}-{where}"] = None
+        except Exception as raised:
+            result[f"{name}-{where}"] = [type(raised).__name__, str(raised)]
+print(json.dumps(result))
+"""
+
+
+def test_jax_masks_flow_and_errors_are_the_tensorflow_errors(tmp_path):
+    result = json.loads(run_python(f"TESTS = {TESTS!r}\n" + MASKS_AND_ERRORS, tmp_path,
+                                   env=JAX).splitlines()[-1])
+    assert result["mask"] == [[1, 1, 0, 0], [1, 0, 1, 0]]
+    for name, (*_, error, message) in BAD_CALLS.items():
+        if name == "fractional-positions":
+            # A compiled JAX function cannot stop on a value it computes: float positions
+            # are taken as integers, as XLA does in TensorFlow (documented).
+            assert result[f"{name}-eager"] is None
+            continue
+        wheres = ["eager"] if name == "both-start-and-positions" else ["eager", "symbolic"]
+        for where in wheres:
+            kind, text = result[f"{name}-{where}"]
+            assert kind == error.__name__ and message in text, (name, where, text)
+
+
+BACKEND_ERRORS = """
+import json, keras, tf_posenc.tf_keras
+result = {}
+for family in (tf_posenc.layers, tf_posenc.tf_keras):
+    try:
+        family.PositionalEncoding(8, 4)
+        result[family.__name__] = None
+    except RuntimeError as raised:
+        result[family.__name__] = str(raised)
+print(json.dumps(result))
+"""
+
+
+@pytest.mark.parametrize("backend", ["jax", "numpy"])
+def test_backends_a_family_cannot_run_on_are_named(backend, tmp_path):
+    result = json.loads(run_python(BACKEND_ERRORS, tmp_path, env={**JAX, "KERAS_BACKEND": backend})
+                        .splitlines()[-1])
+    received = f"Received: keras.backend.backend()='{backend}'"
+    if backend == "jax":
+        assert result["tf_posenc.layers"] is None
+    else:
+        assert "runs on the Keras backends tensorflow and jax" in result["tf_posenc.layers"]
+        assert received in result["tf_posenc.layers"]
+    assert "runs on the Keras backends tensorflow; set KERAS_BACKEND" in result["tf_posenc.tf_keras"]
+    assert received in result["tf_posenc.tf_keras"]
