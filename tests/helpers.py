@@ -3,7 +3,6 @@ import subprocess
 import sys
 
 import keras
-import tensorflow as tf
 
 
 def run_python(code, cwd, timeout=300, env=None):
@@ -19,8 +18,11 @@ def run_python(code, cwd, timeout=300, env=None):
     return completed.stdout
 
 
-class MaskProbe(keras.layers.Layer):
-    """Returns the mask that reached it, as 0/1 floats (or -1 everywhere when none did)."""
+class MaskProbeBody:
+    """Returns the mask that reached it, as 0/1 floats (or -1 everywhere when none did).
+
+    In `keras.ops`, so that it runs on either backend and, on a tf_keras base, in tf_keras.
+    """
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -31,5 +33,9 @@ class MaskProbe(keras.layers.Layer):
 
     def call(self, inputs, mask=None):
         if mask is None:
-            return -tf.ones(tf.shape(inputs)[:2])
-        return tf.cast(mask, "float32")
+            return -keras.ops.ones(keras.ops.shape(inputs)[:2])
+        return keras.ops.cast(mask, "float32")
+
+
+class MaskProbe(MaskProbeBody, keras.layers.Layer):
+    pass

@@ -165,20 +165,8 @@ MASKS_AND_ERRORS = """
 import sys, json, numpy as np, keras
 sys.path.insert(0, TESTS)
 from layer_cases import BAD_CALLS
+from helpers import MaskProbe
 import tf_posenc
-
-class MaskProbe(keras.layers.Layer):
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.supports_masking = True
-
-    def compute_mask(self, inputs, mask=None):
-        return None
-
-    def call(self, inputs, mask=None):
-        if mask is None:
-            return -keras.ops.ones(keras.ops.shape(inputs)[:2])
-        return keras.ops.cast(mask, "float32")
 
 tokens = keras.Input((None,), dtype="int32")
 x = tf_posenc.PositionalEmbedding(20, 8, 16, mask_zero=True)(tokens)

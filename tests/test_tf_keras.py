@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
-from helpers import run_python
+from helpers import MaskProbeBody, run_python
 from layer_cases import BAD_CALLS, CASES
 from reference import reference_table
 
@@ -81,20 +81,8 @@ def test_each_family_names_the_other_when_given_its_tensors():
         keras_2.RotaryEmbedding()(keras.Input((None, 4)))
 
 
-class Tf_KerasMaskProbe(tf_keras.layers.Layer):
-    """Returns the mask that reached it as 0/1 floats (-1 everywhere when none did)."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.supports_masking = True
-
-    def compute_mask(self, inputs, mask=None):
-        return None
-
-    def call(self, inputs, mask=None):
-        if mask is None:
-            return -tf.ones(tf.shape(inputs)[:2])
-        return tf.cast(mask, "float32")
+class Tf_KerasMaskProbe(MaskProbeBody, tf_keras.layers.Layer):
+    pass
 
 
 def test_tf_keras_masks_flow_through_and_merge():

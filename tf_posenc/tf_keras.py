@@ -8,8 +8,15 @@ a tf_keras model holding these layers saves to `.keras`, `.h5` and SavedModel an
 `TF_USE_LEGACY_KERAS=1`, which makes these the top-level names).
 """
 
-import tf_keras
+try:
+    import tf_keras
+except ImportError as error:
+    raise ImportError(
+        "`tf_posenc.tf_keras` (and `tf_posenc` under TF_USE_LEGACY_KERAS=1) needs the `tf-keras` "
+        "package, the Keras 2 that `tf.keras` then stands for: `pip install tf-keras`."
+    ) from error
 
+from tf_posenc import layers
 from tf_posenc.layers.dense_input_layer import DenseInputMixin
 from tf_posenc.layers.patch_positional_encoding import PatchPositionalEncodingMixin
 from tf_posenc.layers.positional_embedding import PositionalEmbeddingMixin
@@ -17,13 +24,7 @@ from tf_posenc.layers.positional_encoding import PositionalEncodingMixin
 from tf_posenc.layers.rotary_embedding import RotaryEmbeddingMixin
 from tf_posenc.layers.timestep_embedding import TimestepEmbeddingMixin
 
-__all__ = [
-    "PatchPositionalEncoding",
-    "PositionalEmbedding",
-    "PositionalEncoding",
-    "RotaryEmbedding",
-    "TimestepEmbedding",
-]
+__all__ = list(layers.__all__)  # the same five names as the Keras 3 layers
 
 _serializable = tf_keras.saving.register_keras_serializable(package="tf_posenc")
 
