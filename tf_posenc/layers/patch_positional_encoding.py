@@ -9,7 +9,6 @@ from tf_posenc.layers.dense_input_layer import DenseInputLayer
 class PatchPositionalEncodingMixin:
     """The body of `PatchPositionalEncoding`, shared by its Keras 3 and tf_keras (Keras 2) classes."""
 
-
     def __init__(self, grid_size, d_model, cls_token=False, **kwargs):
         super().__init__(**kwargs)
         encoding.sincos_2d(4, 1, cls_token)  # the same checks of cls_token

@@ -11,7 +11,6 @@ from tf_posenc.layers.positional_encoding import PositionalEncoding
 class PositionalEmbeddingMixin:
     """The body of `PositionalEmbedding`, shared by its Keras 3 and tf_keras (Keras 2) classes."""
 
-
     def __init__(self, vocab_size, d_model, position, mask_zero=False, max_wavelength=10000,
                  layout=None, embeddings_initializer="uniform", convention="paper", min_timescale=1.0,
                  padding_idx=None, **kwargs):

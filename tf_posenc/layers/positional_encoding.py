@@ -13,7 +13,6 @@ _MAX_TABLE_VALUES = 2**22
 class PositionalEncodingMixin:
     """The body of `PositionalEncoding`, shared by its Keras 3 and tf_keras (Keras 2) classes."""
 
-
     def __init__(self, position, d_model, max_wavelength=10000, layout=None, convention="paper",
                  min_timescale=1.0, **kwargs):
         super().__init__(**kwargs)

@@ -48,7 +48,6 @@ def rotary_frequencies(dim, max_wavelength=10000, scaling_factor=1.0, rope_type=
 class RotaryEmbeddingMixin:
     """The body of `RotaryEmbedding`, shared by its Keras 3 and tf_keras (Keras 2) classes."""
 
-
     def __init__(self, max_wavelength=10000, scaling_factor=1.0, rope_type="linear", beta_fast=32.0,
                  beta_slow=1.0, original_max_position_embeddings=4096, truncate=True,
                  sequence_axis=1, feature_axis=-1, denominator_dim=None, layout="half", **kwargs):

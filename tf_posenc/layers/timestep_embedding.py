@@ -8,7 +8,6 @@ from tf_posenc.positions import checked_below, whole_positions
 class TimestepEmbeddingMixin:
     """The body of `TimestepEmbedding`, shared by its Keras 3 and tf_keras (Keras 2) classes."""
 
-
     def __init__(self, dim, max_period=10000, downscale_freq_shift=1, flip_sin_to_cos=False,
                  scale=1.0, **kwargs):
         super().__init__(**kwargs)
