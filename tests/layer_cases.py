@@ -33,6 +33,17 @@ CASES = {
                  np.array([0, 1, 999, 2**30], "int32"), {}),
 }
 
+
+def make_layer(family, name, policy="float32", weights=None):
+    """Case `name`'s layer from `family` (a module of tf_posenc's layer classes), built for the
+    case's inputs, with `weights` (a list, as `set_weights` takes) when given."""
+    class_name, arguments, inputs, _ = CASES[name]
+    layer = getattr(family, class_name)(**arguments, dtype=policy)
+    layer.build(tuple(inputs.shape))
+    if weights is not None:
+        layer.set_weights(weights)
+    return layer
+
 # name: (class name, constructor arguments, inputs, call arguments, error, part of its message)
 BAD_CALLS = {
     "too-long": ("PositionalEncoding", {"position": 8, "d_model": 4}, np.zeros((1, 9, 4), "float32"),

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from helpers import run_python
-from layer_cases import BAD_CALLS, CASES
+from layer_cases import BAD_CALLS, CASES, make_layer
 from reference import reference_table
 
 from tf_posenc import layers
@@ -23,17 +23,14 @@ pytestmark = pytest.mark.slow
 RUN_CASES = """
 import sys, json, numpy as np, jax, jax.numpy as jnp, keras
 sys.path.insert(0, TESTS)
-from layer_cases import CASES
+from layer_cases import CASES, make_layer
 from tf_posenc import layers
 assert keras.backend.backend() == "jax" and not jax.config.jax_enable_x64
 weights = np.load("weights.npz")
 outputs, dtypes = {}, {}
 for name, (class_name, arguments, inputs, call_arguments) in CASES.items():
     for policy in ("float32", "mixed_bfloat16"):
-        layer = getattr(layers, class_name)(**arguments, dtype=policy)
-        layer.build(inputs.shape)
-        if layer.weights:
-            layer.set_weights([weights[name]])
+        layer = make_layer(layers, name, policy, [weights[name]] if name in weights else None)
         eager = layer(inputs, **call_arguments)
         # Under jit, `start_index` and `positions` are traced arrays, not constants.
         traced = {key: jnp.asarray(value) for key, value in call_arguments.items()}
@@ -50,9 +47,8 @@ print(json.dumps(dtypes))
 def jax_outputs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("jax_cases")
     weights = {}
-    for name, (class_name, arguments, inputs, _) in CASES.items():
-        layer = getattr(layers, class_name)(**arguments)
-        layer.build(inputs.shape)
+    for name in CASES:
+        layer = make_layer(layers, name)
         if layer.weights:
             weights[name] = layer.get_weights()[0]
     np.savez(folder / "weights.npz", **weights)
@@ -64,11 +60,8 @@ def jax_outputs(tmp_path_factory):
 @pytest.mark.parametrize("name", CASES)
 def test_jax_layers_give_the_tensorflow_bits(jax_outputs, name, policy):
     _, weights, dtypes, outputs = jax_outputs
-    class_name, arguments, inputs, call_arguments = CASES[name]
-    layer = getattr(layers, class_name)(**arguments, dtype=policy)
-    layer.build(inputs.shape)
-    if layer.weights:
-        layer.set_weights([weights[name]])
+    class_name, _, inputs, call_arguments = CASES[name]
+    layer = make_layer(layers, name, policy, [weights[name]] if name in weights else None)
     assert dtypes[f"{name}-{policy}"] == [layer.compute_dtype] * 2
     expected = tf.cast(layer(inputs, **call_arguments), "float32").numpy()
     assert np.array_equal(outputs[f"{name}-{policy}-eager"], expected)

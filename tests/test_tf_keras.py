@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 from helpers import MaskProbeBody, run_python
-from layer_cases import BAD_CALLS, CASES
+from layer_cases import BAD_CALLS, CASES, make_layer
 from reference import reference_table
 
 import tf_posenc
@@ -26,13 +26,8 @@ POLICIES = ["float32", "mixed_float16", "mixed_bfloat16", "float64"]
 
 def pair(name, policy):
     """The Keras 3 and the tf_keras layer of a case, with the same weights."""
-    class_name, arguments, inputs, _ = CASES[name]
-    new = getattr(keras_3, class_name)(**arguments, dtype=policy)
-    old = getattr(keras_2, class_name)(**arguments, dtype=policy)
-    new.build(inputs.shape)
-    old.build(tf.TensorShape(inputs.shape))
-    old.set_weights(new.get_weights())
-    return new, old
+    new = make_layer(keras_3, name, policy)
+    return new, make_layer(keras_2, name, policy, new.get_weights())
 
 
 @pytest.mark.parametrize("policy", POLICIES)
