@@ -4,8 +4,9 @@
     python benchmarks/benchmark.py            # prints Markdown tables
     python benchmarks/benchmark.py --quick    # fewer repetitions, no 65536-position builds
 
-Measures, for each implementation: the largest difference from the float64 formula under
-each dtype policy; call time as a ratio to a bare `x + table[:, :seq_len, :]` in a
+Measures, for each implementation: eager call times on the TensorFlow and JAX backends
+(`eager.py`) and a decoding step in a `tf.function`; the largest difference from the float64
+formula under each dtype policy; call time as a ratio to a bare `x + table[:, :seq_len, :]` in a
 tf.function, with static and `None` sequence lengths, with and without XLA; build time and
 peak memory for large `position`; SavedModel and `.keras` sizes.
 """
@@ -252,6 +253,61 @@ def rotary_speed_rows(shapes, repeats):
     return rows
 
 
+def eager_rows():
+    """Eager call times on each Keras backend (`eager.py`, one fresh process per backend)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "eager.py")
+    rows = []
+    for backend in ("tensorflow", "jax"):
+        completed = subprocess.run([sys.executable, script], capture_output=True, text=True,
+                                   env={**os.environ, "KERAS_BACKEND": backend}, timeout=900)
+        if completed.returncode:
+            rows.append({"backend": backend, "eager call": "failed: " + completed.stderr[-200:]})
+            continue
+        result = json.loads(completed.stdout.strip().splitlines()[-1])
+        for case, times in result["milliseconds"].items():
+            rows.append({"backend": backend, "eager call": case,
+                         "tf_posenc (ms)": f"{times['tf_posenc']:.2f}",
+                         "keras_hub (ms)": f"{times['keras_hub']:.2f}",
+                         "table (ms)": f"{times['table']:.2f}",
+                         "tf_posenc / keras_hub": f"{times['tf_posenc'] / times['keras_hub']:.2f}x"})
+    return rows
+
+
+def graph_step_rows(repeats):
+    """A decoding step in a `tf.function` with a tensor `start_index`, next to keras-hub's."""
+    import keras_hub
+
+    cases = [("PositionalEncoding (1, 1, 512)", (1, 1, 512), tf_posenc.PositionalEncoding(2048, 512),
+              lambda layer, x, t: x + layer(x, start_index=t), keras_hub.layers.SinePositionEncoding()),
+             ("RotaryEmbedding (1, 1, 8, 64)", (1, 1, 8, 64), tf_posenc.RotaryEmbedding(),
+              lambda layer, x, t: layer(x, start_index=t), keras_hub.layers.RotaryEmbedding())]
+    rows = []
+    for case, shape, ours, add_theirs, theirs in cases:
+        x = tf.random.normal(shape)
+        spec = [tf.TensorSpec((None, None, *shape[2:])), tf.TensorSpec((), tf.int32)]
+        steps = [tf.constant(t) for t in range(100, 200)]
+        functions = {
+            "tf_posenc": tf.function(lambda x, t, ours=ours: ours(x, start_index=t), input_signature=spec),
+            "keras_hub": tf.function(lambda x, t, call=add_theirs, theirs=theirs: call(theirs, x, t),
+                                     input_signature=spec),
+        }
+        best = dict.fromkeys(functions, float("inf"))
+        for function in functions.values():
+            function(x, steps[0])
+        for _ in range(repeats):
+            for name, function in functions.items():
+                started = time.perf_counter()
+                for t in steps:
+                    result = function(x, t)
+                result.numpy()
+                best[name] = min(best[name], (time.perf_counter() - started) / len(steps))
+        rows.append({"tf.function step, tensor start_index": case,
+                     "tf_posenc (ms)": f"{best['tf_posenc'] * 1e3:.2f}",
+                     "keras_hub (ms)": f"{best['keras_hub'] * 1e3:.2f}",
+                     "tf_posenc / keras_hub": f"{best['tf_posenc'] / best['keras_hub']:.2f}x"})
+    return rows
+
+
 BUILD_PROBE = """
 import json, os, sys, time
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
@@ -347,6 +403,10 @@ def main():
     repeats = 5 if args.quick else 15
     tutorial_too_big = {"tutorial_table": "not run: its float64 scratch needs > 24 GiB"}
     print(f"Machine: {machine()}\n")
+    print("### Eager calls: milliseconds per call, in a Python loop over start positions\n")
+    print(markdown(eager_rows()))
+    print("\n### A decoding step in a tf.function with a tensor start_index\n")
+    print(markdown(graph_step_rows(repeats)))
     print("### Largest |encoding - float64 formula| (d_model=128, `None` sequence length)\n")
     print(markdown(accuracy_rows([512, 131072] if not args.quick else [512], 128)))
     print("\n### Call time, ratio to a bare `x + table[:, :seq_len, :]` in the same mode\n")

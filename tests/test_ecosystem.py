@@ -11,7 +11,7 @@ from helpers import MaskProbe
 from layer_checks import run_layer_checks
 from reference import reference_table
 
-from tf_posenc import PositionalEmbedding, PositionalEncoding
+from tf_posenc import PositionalEmbedding, PositionalEncoding, RotaryEmbedding
 
 
 def random_inputs(batch, seq_len, d_model, seed=0):
@@ -164,16 +164,28 @@ def test_positions_pick_rows(shape):
      ({"start_index": tf.constant([1, 2])}, ValueError, r"`start_index` must be a scalar"),
      ({"positions": [0, 1, 32]}, tf.errors.InvalidArgumentError, r"every position must be below"),
      ({"positions": [0, -1, 2]}, tf.errors.InvalidArgumentError, r"must be non-negative"),
-     ({"positions": [0.0, 1.0, 2.0]}, TypeError, r"`positions` must hold integers"),
+     ({"positions": [0.0, 1.5, 2.0]}, tf.errors.InvalidArgumentError, r"must hold whole numbers"),
+     ({"positions": ["0", "1", "2"]}, TypeError, r"`positions` must hold integers, or floats"),
      ({"positions": [0, 1]}, ValueError, r"one entry per step of `inputs` \(seq_len=3\)"),
      ({"positions": [[0, 1, 2]] * 2}, ValueError, r"one row per example of `inputs` \(batch=1\)"),
      ({"positions": [1, 2, 3], "start_index": 2}, ValueError, r"either `start_index` or `positions`")],
     ids=["past-end", "negative-start", "float-start", "vector-start", "position-too-big",
-         "negative-position", "float-positions", "wrong-length", "wrong-batch", "both"],
+         "negative-position", "fractional-positions", "string-positions", "wrong-length",
+         "wrong-batch", "both"],
 )
 def test_running_past_position_or_bad_offsets_are_clear_errors(kwargs, error, message):
     with pytest.raises(error, match=message):
         PositionalEncoding(32, 8)(tf.zeros((1, 3, 8)), **kwargs)
+
+
+@pytest.mark.parametrize("layer", [PositionalEncoding(2**20, 8), RotaryEmbedding()],
+                         ids=["encoding", "rotary"])
+def test_every_layer_takes_float_positions_that_hold_whole_numbers(layer):
+    # One rule for every layer: tensor2tensor and Model Garden pass positions as floats.
+    x = tf.random.normal((2, 4, 8))
+    as_integers = layer(x, positions=np.array([0, 7, 4096, 2**20 - 1]))
+    as_floats = layer(x, positions=np.array([0.0, 7.0, 4096.0, 2.0**20 - 1], "float32"))
+    np.testing.assert_array_equal(as_floats.numpy(), as_integers.numpy())
 
 
 def test_running_past_position_with_tensor_start_index_fails_in_graph():

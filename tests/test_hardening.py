@@ -11,7 +11,7 @@ from helpers import MaskProbe
 from reference import reference_table
 
 import tf_posenc
-from tf_posenc import PositionalEmbedding, PositionalEncoding, RotaryEmbedding, rows
+from tf_posenc import PositionalEmbedding, PositionalEncoding, RotaryEmbedding, _rows, encoding
 
 # Symbolic checks: wrong inputs fail while the model is built, not when it first runs.
 
@@ -243,8 +243,7 @@ def test_every_public_name_has_a_runnable_example():
 
 
 def test_module_caches_hand_out_read_only_constants():
-    limbs, offsets = rows.encoding_constants(16)
-    for array in (limbs, offsets, rows._sine_table()):
+    constants = _rows.column_constants(*encoding.columns(16))
+    for array in (constants.limbs, constants.offsets, _rows._sine_table()):
         with pytest.raises(ValueError, match="read-only"):
             array[0] = 1
-    assert rows.column_constants.cache_info().maxsize == 64

@@ -39,7 +39,13 @@ for name, (class_name, arguments, inputs, call_arguments) in CASES.items():
         outputs[f"{name}-{policy}-eager"] = np.asarray(eager, np.float32)
         outputs[f"{name}-{policy}-jit"] = np.asarray(jitted, np.float32)
 np.savez("outputs.npz", **outputs)
-print(json.dumps(dtypes))
+# Eager calls run one compiled body: one trace for every offset of a length.
+encoding, rotary = layers.PositionalEncoding(4096, 32), layers.RotaryEmbedding()
+for start in range(0, 4000, 97):
+    encoding(np.zeros((1, 1, 32), "float32"), start_index=start)
+    rotary(np.zeros((1, 1, 2, 8), "float32"), start_index=start)
+traces = [encoding._eager_functions.traces, rotary._eager_functions.traces]
+print(json.dumps({"dtypes": dtypes, "traces": traces}))
 """
 
 
@@ -52,27 +58,32 @@ def jax_outputs(tmp_path_factory):
         if layer.weights:
             weights[name] = layer.get_weights()[0]
     np.savez(folder / "weights.npz", **weights)
-    dtypes = json.loads(run_python(f"TESTS = {TESTS!r}\n" + RUN_CASES, folder, env=JAX).splitlines()[-1])
-    return folder, weights, dtypes, np.load(folder / "outputs.npz")
+    result = json.loads(run_python(f"TESTS = {TESTS!r}\n" + RUN_CASES, folder, env=JAX).splitlines()[-1])
+    return folder, weights, result, np.load(folder / "outputs.npz")
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 @pytest.mark.parametrize("name", CASES)
 def test_jax_layers_give_the_tensorflow_bits(jax_outputs, name, policy):
-    _, weights, dtypes, outputs = jax_outputs
+    _, weights, result, outputs = jax_outputs
     class_name, _, inputs, call_arguments = CASES[name]
     layer = make_layer(layers, name, policy, [weights[name]] if name in weights else None)
-    assert dtypes[f"{name}-{policy}"] == [layer.compute_dtype] * 2
+    assert result["dtypes"][f"{name}-{policy}"] == [layer.compute_dtype] * 2
     expected = tf.cast(layer(inputs, **call_arguments), "float32").numpy()
-    assert np.array_equal(outputs[f"{name}-{policy}-eager"], expected)
-    jitted = outputs[f"{name}-{policy}-jit"]
-    if class_name != "RotaryEmbedding":
-        assert np.array_equal(jitted, expected)
-    else:
-        # Compiled, the rotation's last multiply-add may be fused (one rounding fewer), as
-        # XLA does in TensorFlow too; the cosines and sines it applies are the same bits.
-        unit = 2**-23 if policy == "float32" else 2**-7
-        assert np.abs(jitted - expected).max() <= 2 * unit * np.abs(inputs).max()
+    # Eager calls run the body compiled (`jax.jit`), like a jitted model.
+    for where in ("eager", "jit"):
+        got = outputs[f"{name}-{policy}-{where}"]
+        if class_name != "RotaryEmbedding":
+            assert np.array_equal(got, expected), where
+        else:
+            # Compiled, the rotation's last multiply-add may be fused (one rounding fewer), as
+            # XLA does in TensorFlow too; the cosines and sines it applies are the same bits.
+            unit = 2**-23 if policy == "float32" else 2**-7
+            assert np.abs(got - expected).max() <= 2 * unit * np.abs(inputs).max(), where
+
+
+def test_jax_eager_calls_trace_once_for_every_offset(jax_outputs):
+    assert jax_outputs[2]["traces"] == [1, 1]
 
 
 EVERY_POSITION = """

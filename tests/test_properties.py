@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from reference import reference_rotation, reference_table
 
 import tf_posenc
-from tf_posenc.layers.rotary_embedding import rotary_frequencies
+from tf_posenc.encoding import rotary_frequencies
 
 BOUND = {"float32": 2**-23, "mixed_float16": 2**-10, "mixed_bfloat16": 2**-7}
 # Derandomized and without an example database, so every run (and CI) checks the same examples.

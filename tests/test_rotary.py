@@ -14,7 +14,7 @@ from reference import reference_rotation
 from test_runtimes import to_onnx, to_tflite
 
 from tf_posenc import RotaryEmbedding, positions_from_mask, shift_matrix
-from tf_posenc.layers.rotary_embedding import rotary_frequencies
+from tf_posenc.encoding import rotary_frequencies
 
 COMPUTE_DTYPE = {"float32": "float32", "mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 
@@ -218,7 +218,7 @@ import json, sys
 sys.path.insert(0, {tests!r})
 import numpy as np, keras, tf_posenc
 from reference import reference_rotation
-from tf_posenc.layers.rotary_embedding import rotary_frequencies
+from tf_posenc.encoding import rotary_frequencies
 model = keras.models.load_model("rope.keras")
 x = np.random.default_rng(0).normal(size=(1, 40, 2, 8)).astype("float32")
 exact = reference_rotation(x, np.arange(40)[None], rotary_frequencies(8), "interleave")

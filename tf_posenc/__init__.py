@@ -25,8 +25,8 @@ else:
         RotaryEmbedding,
         TimestepEmbedding,
     )
+from tf_posenc._positions import positions_from_mask
 from tf_posenc.plotting import plot_patch_encoding, plot_positional_encoding, plot_similarity
-from tf_posenc.positions import positions_from_mask
 
 __all__ = [
     "__version__",

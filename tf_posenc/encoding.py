@@ -166,6 +166,53 @@ def timestep_columns(dim, max_period=10000, downscale_freq_shift=1, flip_sin_to_
             np.concatenate([cosine, np.zeros(zero, bool)]))
 
 
+ROPE_TYPES = ("linear", "dynamic", "yarn")
+
+
+def rotary_frequencies(dim, max_wavelength=10000, scaling_factor=1.0, rope_type="linear",
+                       beta_fast=32.0, beta_slow=1.0, original_max_position_embeddings=4096,
+                       truncate=True, denominator_dim=None):
+    """The `dim // 2` angular frequencies of a rotary embedding, in float64.
+
+    Every argument means what it means in keras-hub's `RotaryEmbedding` (0.32):
+
+    * `"linear"` divides every frequency by `scaling_factor` (position interpolation).
+    * `"dynamic"` is keras-hub's rule: it divides every frequency, the highest included, by
+      `scaling_factor ** (dim / (dim - 2))`. That is neither transformers' dynamic NTK (whose
+      base grows with the current length) nor static NTK scaling (which leaves the highest
+      frequency unchanged); it is kept under keras-hub's name for models ported from it.
+    * `"yarn"` blends the plain and the interpolated frequencies by a ramp between the pairs
+      that turn `beta_fast` and `beta_slow` times over `original_max_position_embeddings`
+      positions (YaRN, as keras-hub computes it).
+    """
+    exponents = np.arange(0, dim, 2, dtype=np.float64)
+    base = np.float64(max_wavelength)
+    plain = base ** -(exponents / (denominator_dim or dim))
+    if rope_type == "linear":
+        return plain / scaling_factor
+    if rope_type == "dynamic":
+        return plain / np.float64(scaling_factor) ** (dim / max(1, dim - 2))
+    extrapolated = 1 / base ** (exponents / dim)
+    interpolated = extrapolated / scaling_factor
+
+    def correction_dim(rotations):
+        return dim * math.log(original_max_position_embeddings / (rotations * 2 * math.pi)) / (
+            2 * math.log(max_wavelength))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    ramp = np.clip((np.arange(dim // 2) - low) / max(high - low, 0.001), 0, 1)
+    return interpolated * ramp + extrapolated * (1 - ramp)
+
+
+def rotary_columns(frequencies):
+    """`columns` of a rotation's table: the sine of every pair, then its cosine."""
+    pairs = len(frequencies)
+    return np.concatenate([frequencies, frequencies]), np.arange(2 * pairs) >= pairs
+
+
 def sincos_2d(embed_dim, grid_size, cls_token=False):
     """MAE's 2-D sine-cosine table for a square grid of patches, in float64.
 

@@ -17,7 +17,7 @@ except ImportError as error:
     ) from error
 
 from tf_posenc import layers
-from tf_posenc.layers.dense_input_layer import DenseInputMixin
+from tf_posenc.layers.base import SinusoidLayerMixin
 from tf_posenc.layers.patch_positional_encoding import PatchPositionalEncodingMixin
 from tf_posenc.layers.positional_embedding import PositionalEmbeddingMixin
 from tf_posenc.layers.positional_encoding import PositionalEncodingMixin
@@ -29,14 +29,14 @@ __all__ = list(layers.__all__)  # the same five names as the Keras 3 layers
 _serializable = tf_keras.saving.register_keras_serializable(package="tf_posenc")
 
 
-class DenseInputLayer(DenseInputMixin, tf_keras.layers.Layer):
+class SinusoidLayer(SinusoidLayerMixin, tf_keras.layers.Layer):
     """The tf_keras base of tf_posenc's layers."""
 
     keras_family = tf_keras
 
 
 @_serializable
-class PositionalEncoding(PositionalEncodingMixin, DenseInputLayer):
+class PositionalEncoding(PositionalEncodingMixin, SinusoidLayer):
     """`tf_posenc.layers.PositionalEncoding` for tf_keras models: same arguments, same numbers.
 
     Example:
@@ -49,7 +49,7 @@ class PositionalEncoding(PositionalEncodingMixin, DenseInputLayer):
 
 
 @_serializable
-class PositionalEmbedding(PositionalEmbeddingMixin, DenseInputLayer):
+class PositionalEmbedding(PositionalEmbeddingMixin, SinusoidLayer):
     """`tf_posenc.layers.PositionalEmbedding` for tf_keras models, with a tf_keras `Embedding`.
 
     Example:
@@ -63,7 +63,7 @@ class PositionalEmbedding(PositionalEmbeddingMixin, DenseInputLayer):
 
 
 @_serializable
-class RotaryEmbedding(RotaryEmbeddingMixin, DenseInputLayer):
+class RotaryEmbedding(RotaryEmbeddingMixin, SinusoidLayer):
     """`tf_posenc.layers.RotaryEmbedding` for tf_keras models: same arguments, same numbers.
 
     Example:
@@ -75,7 +75,7 @@ class RotaryEmbedding(RotaryEmbeddingMixin, DenseInputLayer):
 
 
 @_serializable
-class PatchPositionalEncoding(PatchPositionalEncodingMixin, DenseInputLayer):
+class PatchPositionalEncoding(PatchPositionalEncodingMixin, SinusoidLayer):
     """`tf_posenc.layers.PatchPositionalEncoding` for tf_keras models: same arguments, same numbers.
 
     Example:
@@ -87,7 +87,7 @@ class PatchPositionalEncoding(PatchPositionalEncodingMixin, DenseInputLayer):
 
 
 @_serializable
-class TimestepEmbedding(TimestepEmbeddingMixin, DenseInputLayer):
+class TimestepEmbedding(TimestepEmbeddingMixin, SinusoidLayer):
     """`tf_posenc.layers.TimestepEmbedding` for tf_keras models: same arguments, same numbers.
 
     Example:

@@ -2,12 +2,14 @@ import keras
 import numpy as np
 from keras import ops
 
-from tf_posenc import _validation, encoding, rows
-from tf_posenc.layers.dense_input_layer import DenseInputLayer
+from tf_posenc import _positions, _rows, _validation, encoding
+from tf_posenc.layers.base import SinusoidLayer
 
 
 class PatchPositionalEncodingMixin:
     """The body of `PatchPositionalEncoding`, shared by its Keras 3 and tf_keras (Keras 2) classes."""
+
+    inputs_hint = "patch embeddings"
 
     def __init__(self, grid_size, d_model, cls_token=False, **kwargs):
         super().__init__(**kwargs)
@@ -20,39 +22,27 @@ class PatchPositionalEncodingMixin:
                 f"and cosine halves. Received: d_model={self.d_model}"
             )
         self.cls_token = cls_token
-        self.supports_masking = True
-
-    def build(self, input_shape):
-        self._check_input_shape(input_shape)
-        self.built = True  # tf_keras leaves this to build
+        self._constants = _rows.column_constants(*encoding.columns(self.d_model // 2, layout="concat"))
 
     def call(self, inputs):
-        self._check_input_shape(inputs.shape)
-        inputs = self._features_in_compute_dtype(inputs, "patch embeddings")
-        row, column = np.divmod(np.arange(self.grid_size**2), self.grid_size)
-        constants = rows.encoding_constants(self.d_model // 2, layout="concat")
-        table = ops.concatenate([rows.rows_at(column, *constants, self.compute_dtype),
-                                 rows.rows_at(row, *constants, self.compute_dtype)], axis=-1)
+        return self._run(self._checked_inputs(inputs))
+
+    def _rows_for(self, inputs, _):
+        row, column = np.divmod(np.arange(self.grid_size**2, dtype=np.int32), self.grid_size)
+        halves = [_rows.rows(_positions.Positions(values=axis), None, self._constants, self.compute_dtype)
+                  for axis in (column, row)]
+        table = ops.concatenate(halves, axis=-1)
         if self.cls_token:
             table = ops.concatenate([ops.zeros((1, self.d_model), table.dtype), table], axis=0)
         if len(inputs.shape) == 4:
             table = ops.reshape(table, (self.grid_size, self.grid_size, self.d_model))
-        return inputs + table
-
-    def compute_output_shape(self, input_shape):
-        self._check_input_shape(input_shape)
-        return input_shape
-
-    def compute_output_spec(self, inputs):
-        _validation.floating_inputs(inputs.dtype, "patch embeddings")
-        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
+        return table
 
     def get_config(self):
         return {**super().get_config(), "grid_size": self.grid_size, "d_model": self.d_model,
                 "cls_token": self.cls_token}
 
-    def _check_input_shape(self, shape):
-        shape = tuple(shape)
+    def _output_shape(self, shape):
         patches = self.grid_size**2 + self.cls_token
         if len(shape) == 3:
             expected = (patches, self.d_model)
@@ -70,10 +60,11 @@ class PatchPositionalEncodingMixin:
                 f"grid_size={self.grid_size}, d_model={self.d_model}, cls_token={self.cls_token}. "
                 f"Received: inputs.shape={shape}"
             )
+        return shape
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
-class PatchPositionalEncoding(PatchPositionalEncodingMixin, DenseInputLayer):
+class PatchPositionalEncoding(PatchPositionalEncodingMixin, SinusoidLayer):
     """Adds MAE's 2-D sine-cosine encoding to a square grid of image patches.
 
     The table is `sincos_2d(d_model, grid_size, cls_token)`: half the width encodes a

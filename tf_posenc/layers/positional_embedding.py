@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from tf_posenc import _validation, encoding
-from tf_posenc.layers.dense_input_layer import DenseInputLayer
+from tf_posenc.layers.base import SinusoidLayer
 from tf_posenc.layers.positional_encoding import PositionalEncoding
 
 
@@ -38,17 +38,16 @@ class PositionalEmbeddingMixin:
             convention=self.convention, min_timescale=self.min_timescale,
             dtype=self.dtype_policy, name="position_encoding",
         )
-        self.supports_masking = True
 
     def build(self, input_shape):
-        input_shape = self._check_input_shape(input_shape)
+        input_shape = _validation.input_shape(input_shape, 2, "(batch, seq_len) token ids")
         if not self.token_embedding.built:  # tf_keras's Embedding would add a second matrix
             self.token_embedding.build(input_shape)
         self.position_encoding.build(input_shape + (self.d_model,))
         self.built = True  # tf_keras leaves this to build
 
     def call(self, inputs, start_index=0, positions=None):
-        self._check_input_dtype(inputs.dtype)
+        self._checked_inputs(inputs)
         # An incoming mask is merged by `compute_mask`; a fresh tensor carries none into the
         # inner Embedding, which would warn that it drops it.
         embedded = self.token_embedding(ops.copy(inputs)) * math.sqrt(self.d_model)
@@ -73,16 +72,8 @@ class PositionalEmbeddingMixin:
             return own if mask is None else mask
         return ops.logical_and(ops.cast(mask, "bool"), own)
 
-    def compute_output_shape(self, input_shape):
-        return self._check_input_shape(input_shape) + (self.d_model,)
-
-    def compute_output_spec(self, inputs, start_index=0, positions=None):
-        self._check_input_dtype(inputs.dtype)
-        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
-
-    @staticmethod
-    def _check_input_shape(shape):
-        return _validation.input_shape(shape, 2, "(batch, seq_len) token ids")
+    def _output_shape(self, shape):
+        return _validation.input_shape(shape, 2, "(batch, seq_len) token ids") + (self.d_model,)
 
     @staticmethod
     def _check_input_dtype(dtype):
@@ -107,7 +98,7 @@ class PositionalEmbeddingMixin:
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
-class PositionalEmbedding(PositionalEmbeddingMixin, DenseInputLayer):
+class PositionalEmbedding(PositionalEmbeddingMixin, SinusoidLayer):
     """Token embedding scaled by `sqrt(d_model)`, plus the sinusoidal encoding.
 
     The input stage of the Transformer in "Attention Is All You Need": token ids go

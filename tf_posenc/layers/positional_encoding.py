@@ -1,9 +1,8 @@
 import keras
 import tensorflow as tf
 
-from tf_posenc import _validation, encoding, rows
-from tf_posenc.layers.dense_input_layer import DenseInputLayer
-from tf_posenc.positions import check_fits, rows_for_call
+from tf_posenc import _positions, _rows, _validation, encoding
+from tf_posenc.layers.base import SinusoidLayer
 
 # `pos_encoding` builds the whole table; past this many values, ask for rows instead.
 # (SavedModel export reads every property of a layer, so the table must stay cheap.)
@@ -22,7 +21,9 @@ class PositionalEncodingMixin:
         self.d_model = _validation.positive_int("d_model", d_model)
         self.max_wavelength, self.layout, self.convention, self.min_timescale = (
             encoding.check_options(self.d_model, max_wavelength, layout, convention, min_timescale))
-        self.supports_masking = True
+        self._limit = _positions.Limit(self.position, "position")
+        self._constants = _rows.column_constants(*encoding.columns(
+            self.d_model, self.max_wavelength, self.layout, self.convention, self.min_timescale))
 
     @property
     def pos_encoding(self):
@@ -56,16 +57,12 @@ class PositionalEncodingMixin:
                 "`encoding_rows` needs start <= stop <= position. "
                 f"Received: start={start}, stop={stop} with position={self.position}"
             )
-        constants = rows.encoding_constants(*self._options())
-        return rows.contiguous_rows(start, stop - start, *constants, self.compute_dtype)[None]
-
-    def build(self, input_shape):
-        self._check_input_shape(input_shape)
-        self.built = True  # tf_keras leaves this to build
+        rows = _rows.rows(_positions.Positions(start=start), stop - start, self._constants,
+                          self.compute_dtype)
+        return rows[None]
 
     def call(self, inputs, start_index=0, positions=None):
-        self._check_input_shape(inputs.shape)
-        inputs = self._features_in_compute_dtype(inputs, "for example the output of an `Embedding`")
+        inputs = self._checked_inputs(inputs)
         if inputs.shape[-1] is None:  # only known when the graph runs: the add would broadcast
             width = tf.debugging.Assert(
                 tf.equal(tf.shape(inputs)[-1], self.d_model),
@@ -73,24 +70,18 @@ class PositionalEncodingMixin:
             )
             with tf.control_dependencies([width]):
                 inputs = tf.identity(inputs)
-        constants = rows.encoding_constants(*self._options())
-        rank = len(inputs.shape)
-        added = rows_for_call(
-            inputs, start_index, positions, self.position, constants, self.compute_dtype,
-            sequence_axis=rank - 2,
-        )
-        if len(added.shape) == 3:  # per-example positions: (batch, seq_len, d_model)
-            for _ in range(rank - 3):
-                added = added[:, None]
-        return inputs + added
+        where = _positions.resolve(inputs, len(inputs.shape) - 2, self._limit, start_index, positions)
+        return self._run(inputs, where)
 
-    def compute_output_shape(self, input_shape):
-        self._check_input_shape(input_shape)
-        return input_shape
+    def _rows_for(self, inputs, positions):
+        length = _positions.sequence_length(inputs, len(inputs.shape) - 2)
+        return _rows.rows(positions, length, self._constants, self.compute_dtype)
 
-    def compute_output_spec(self, inputs, start_index=0, positions=None):
-        _validation.floating_inputs(inputs.dtype, "for example the output of an `Embedding`")
-        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
+    def _combine(self, inputs, rows):
+        if len(rows.shape) == 3:  # per-example positions: (batch, seq_len, d_model)
+            for _ in range(len(inputs.shape) - 3):
+                rows = rows[:, None]
+        return keras.ops.cast(inputs, self.compute_dtype) + rows
 
     def get_config(self):
         return {
@@ -103,11 +94,7 @@ class PositionalEncodingMixin:
             "min_timescale": self.min_timescale,
         }
 
-    def _options(self):
-        return self.d_model, self.max_wavelength, self.layout, self.convention, self.min_timescale
-
-    def _check_input_shape(self, shape):
-        shape = tuple(shape)
+    def _output_shape(self, shape):
         if len(shape) < 3:
             raise ValueError(
                 "`inputs` must have rank 3 or more, (batch, ..., seq_len, d_model). "
@@ -119,11 +106,12 @@ class PositionalEncodingMixin:
                 f"Received: inputs.shape={shape} with d_model={self.d_model}"
             )
         if shape[-2] is not None:
-            check_fits(0, shape[-2], self.position)
+            self._limit.check_fits(0, shape[-2])
+        return shape
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
-class PositionalEncoding(PositionalEncodingMixin, DenseInputLayer):
+class PositionalEncoding(PositionalEncodingMixin, SinusoidLayer):
     """Adds the sinusoidal positional encoding of "Attention Is All You Need".
 
     For inputs `x` of shape `(batch, seq_len, d_model)` the layer returns

@@ -4,49 +4,16 @@ import keras
 import numpy as np
 from keras import ops
 
-from tf_posenc import _validation, rows
-from tf_posenc.layers.dense_input_layer import DenseInputLayer
-from tf_posenc.positions import rows_for_call, whole_positions
+from tf_posenc import _positions, _rows, _validation, encoding
+from tf_posenc.layers.base import SinusoidLayer
 
-ROPE_TYPES = ("linear", "dynamic", "yarn")
 ROTARY_LAYOUTS = ("half", "interleave")
-
-
-def rotary_frequencies(dim, max_wavelength=10000, scaling_factor=1.0, rope_type="linear",
-                       beta_fast=32.0, beta_slow=1.0, original_max_position_embeddings=4096,
-                       truncate=True, denominator_dim=None):
-    """The `dim // 2` angular frequencies of a rotary embedding, in float64.
-
-    The same meaning of every argument as keras-hub's `RotaryEmbedding`: `"linear"` divides
-    the frequencies by `scaling_factor` (position interpolation), `"dynamic"` by
-    `scaling_factor ** (dim / (dim - 2))` (NTK-aware scaling), and `"yarn"` blends the two by
-    a ramp between the dimensions that turn `beta_fast` and `beta_slow` times over
-    `original_max_position_embeddings` positions.
-    """
-    exponents = np.arange(0, dim, 2, dtype=np.float64)
-    base = np.float64(max_wavelength)
-    plain = base ** -(exponents / (denominator_dim or dim))
-    if rope_type == "linear":
-        return plain / scaling_factor
-    if rope_type == "dynamic":
-        return plain / np.float64(scaling_factor) ** (dim / max(1, dim - 2))
-    extrapolated = 1 / base ** (exponents / dim)
-    interpolated = extrapolated / scaling_factor
-
-    def correction_dim(rotations):
-        return dim * math.log(original_max_position_embeddings / (rotations * 2 * math.pi)) / (
-            2 * math.log(max_wavelength))
-
-    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
-    if truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, dim - 1)
-    ramp = np.clip((np.arange(dim // 2) - low) / max(high - low, 0.001), 0, 1)
-    return interpolated * ramp + extrapolated * (1 - ramp)
 
 
 class RotaryEmbeddingMixin:
     """The body of `RotaryEmbedding`, shared by its Keras 3 and tf_keras (Keras 2) classes."""
+
+    inputs_hint = "queries or keys"
 
     def __init__(self, max_wavelength=10000, scaling_factor=1.0, rope_type="linear", beta_fast=32.0,
                  beta_slow=1.0, original_max_position_embeddings=4096, truncate=True,
@@ -54,7 +21,7 @@ class RotaryEmbeddingMixin:
         super().__init__(**kwargs)
         self.max_wavelength = _validation.wavelength("max_wavelength", max_wavelength)
         self.scaling_factor = _validation.number_at_least("scaling_factor", scaling_factor, 1)
-        self.rope_type = _validation.one_of("rope_type", rope_type, ROPE_TYPES)
+        self.rope_type = _validation.one_of("rope_type", rope_type, encoding.ROPE_TYPES)
         self.beta_fast = _validation.number_at_least("beta_fast", beta_fast, 0, strict=True)
         self.beta_slow = _validation.number_at_least("beta_slow", beta_slow, 0, strict=True)
         self.original_max_position_embeddings = _validation.positive_int(
@@ -67,32 +34,15 @@ class RotaryEmbeddingMixin:
         self.denominator_dim = (None if denominator_dim is None
                                 else _validation.positive_int("denominator_dim", denominator_dim))
         self.layout = _validation.one_of("layout", layout, ROTARY_LAYOUTS)
-        self.supports_masking = True
-
-    def build(self, input_shape):
-        self._axes(input_shape)
-        self.built = True  # tf_keras leaves this to build
+        # YaRN's attention temperature, applied to the cosines and sines as keras-hub does.
+        self._table_scale = 0.1 * math.log(self.scaling_factor) + 1 if self.rope_type == "yarn" else 1.0
+        self._last_constants = None
 
     def call(self, inputs, start_index=0, positions=None):
-        sequence_axis, feature_axis = self._axes(inputs.shape)
-        inputs = self._features_in_compute_dtype(inputs, "queries or keys")
-        rank = len(inputs.shape)
-        order = [0] + [sequence_axis] + [
-            axis for axis in range(1, rank) if axis not in (sequence_axis, feature_axis)
-        ] + [feature_axis]
-        moved = inputs if order == list(range(rank)) else ops.transpose(inputs, order)
-        rotated = self._rotate(moved, start_index, positions)
-        if order == list(range(rank)):
-            return rotated
-        return ops.transpose(rotated, np.argsort(order).tolist())
-
-    def compute_output_shape(self, input_shape):
-        self._axes(input_shape)
-        return input_shape
-
-    def compute_output_spec(self, inputs, start_index=0, positions=None):
-        _validation.floating_inputs(inputs.dtype, "queries or keys")
-        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
+        sequence_axis, feature_axis = self._axes(tuple(inputs.shape))
+        self._check_input_dtype(inputs.dtype)
+        where = _positions.resolve(inputs, sequence_axis, _positions.LARGEST, start_index, positions)
+        return self._run(inputs, where, kept_axes=(feature_axis,))
 
     def get_config(self):
         return {
@@ -112,44 +62,69 @@ class RotaryEmbeddingMixin:
 
     def frequencies(self, dim):
         """The float64 angular frequency of each of the `dim // 2` feature pairs."""
-        return rotary_frequencies(
+        return encoding.rotary_frequencies(
             dim, self.max_wavelength, self.scaling_factor, self.rope_type, self.beta_fast,
             self.beta_slow, self.original_max_position_embeddings, self.truncate,
             self.denominator_dim,
         )
 
-    def _rotate(self, inputs, start_index, positions):
-        dim = inputs.shape[-1]
-        pairs = dim // 2
-        constants = rows.column_constants(
-            tuple(self.frequencies(dim).tolist()) * 2, (0,) * pairs + (1,) * pairs
-        )
+    def _constants(self, dim):
+        """The route's constants for features of width `dim`, built once (again only when a
+        call brings another width)."""
+        constants = self._last_constants
+        if constants is None or constants.width != dim:
+            constants = _rows.column_constants(*encoding.rotary_columns(self.frequencies(dim)))
+            self._last_constants = constants
+        return constants
+
+    def _output_shape(self, shape):
+        self._axes(shape)
+        return shape
+
+    def _order(self, rank):
+        """The axes of `inputs` in the order (batch, sequence, ..., features)."""
+        sequence_axis, feature_axis = self.sequence_axis % rank, self.feature_axis % rank
+        middle = [axis for axis in range(1, rank) if axis not in (sequence_axis, feature_axis)]
+        return [0, sequence_axis, *middle, feature_axis]
+
+    def _rows_for(self, inputs, positions):
+        """The sines of every pair, then their cosines, in float32 (float64 under a float64
+        policy), for the positions along the sequence axis."""
+        rank = len(inputs.shape)
+        sequence_axis, feature_axis = self._order(rank)[1], self._order(rank)[-1]
         wide = "float64" if self.compute_dtype == "float64" else "float32"
-        if positions is not None:
-            positions = whole_positions(positions)
-        table = rows_for_call(inputs, start_index, positions, _validation.MAX_POSITION, constants,
-                              wide, limit_is_argument=False)
-        if self.rope_type == "yarn":
-            # YaRN's attention temperature, applied to the cosines and sines as keras-hub does.
-            table = table * ops.cast(0.1 * math.log(self.scaling_factor) + 1, wide)
-        sine, cosine = table[..., :pairs], table[..., pairs:]
+        return _rows.rows(positions, _positions.sequence_length(inputs, sequence_axis),
+                          self._constants(inputs.shape[feature_axis]), wide)
+
+    def _combine(self, inputs, rows):
+        rank = len(inputs.shape)
+        order = self._order(rank)
+        if self._table_scale != 1.0:
+            rows = rows * np.asarray(self._table_scale, keras.backend.standardize_dtype(rows.dtype))
         # Per feature: its pair's cosine, and its pair's sine with the sign the rotation gives
         # it; arranged on the small table, so the inputs see one multiply-add.
+        sine, cosine = ops.split(rows, 2, axis=-1)
         if self.layout == "half":
             cosine = ops.concatenate([cosine, cosine], axis=-1)
             signed_sine = ops.concatenate([-sine, sine], axis=-1)
         else:
-            cosine = ops.reshape(ops.stack([cosine, cosine], axis=-1), ops.shape(table))
-            signed_sine = ops.reshape(ops.stack([-sine, sine], axis=-1), ops.shape(table))
-        for _ in range(len(inputs.shape) - 3):  # between the sequence and the features
+            cosine = ops.reshape(ops.stack([cosine, cosine], axis=-1), ops.shape(rows))
+            signed_sine = ops.reshape(ops.stack([-sine, sine], axis=-1), ops.shape(rows))
+        for _ in range(rank - 3):  # between the sequence and the features
             cosine, signed_sine = cosine[..., None, :], signed_sine[..., None, :]
-        x = ops.cast(inputs, wide)
+        x = ops.cast(ops.cast(inputs, self.compute_dtype), rows.dtype)
+        if order != list(range(rank)):
+            x = ops.transpose(x, order)
+        pairs = x.shape[-1] // 2
         if self.layout == "half":
             partner = ops.concatenate([x[..., pairs:], x[..., :pairs]], axis=-1)
         else:
             paired = ops.reshape(x, (*ops.shape(x)[:-1], pairs, 2))
             partner = ops.reshape(ops.flip(paired, axis=-1), ops.shape(x))
-        return ops.cast(x * cosine + partner * signed_sine, self.compute_dtype)
+        rotated = ops.cast(x * cosine + partner * signed_sine, self.compute_dtype)
+        if order == list(range(rank)):
+            return rotated
+        return ops.transpose(rotated, np.argsort(order).tolist())
 
     def _axes(self, shape):
         """The sequence and feature axes as non-negative numbers, after checking them."""
@@ -183,7 +158,7 @@ class RotaryEmbeddingMixin:
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
-class RotaryEmbedding(RotaryEmbeddingMixin, DenseInputLayer):
+class RotaryEmbedding(RotaryEmbeddingMixin, SinusoidLayer):
     """Rotary position embedding (RoPE): each feature pair rotated by its position's angle.
 
     The documents' shift `T(k)` moves an encoding `k` positions along by rotating each
@@ -203,8 +178,9 @@ class RotaryEmbedding(RotaryEmbeddingMixin, DenseInputLayer):
             `10000`.
         scaling_factor: Number, at least 1. Stretches the wavelengths to serve longer
             contexts. Defaults to `1.0`.
-        rope_type: `"linear"`, `"dynamic"` or `"yarn"`: how `scaling_factor` applies (see
-            `rotary_frequencies`). Defaults to `"linear"`.
+        rope_type: `"linear"`, `"dynamic"` (keras-hub's rule, not transformers' dynamic NTK)
+            or `"yarn"`: how `scaling_factor` applies (see
+            `tf_posenc.encoding.rotary_frequencies`). Defaults to `"linear"`.
         beta_fast: Number. YaRN's fast boundary. Defaults to `32.0`.
         beta_slow: Number. YaRN's slow boundary. Defaults to `1.0`.
         original_max_position_embeddings: Integer. YaRN's training context. Defaults to

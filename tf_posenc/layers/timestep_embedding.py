@@ -1,8 +1,7 @@
 import keras
 
-from tf_posenc import _validation, encoding, rows
-from tf_posenc.layers.dense_input_layer import DenseInputLayer
-from tf_posenc.positions import checked_below, whole_positions
+from tf_posenc import _positions, _rows, _validation, encoding
+from tf_posenc.layers.base import SinusoidLayer
 
 
 class TimestepEmbeddingMixin:
@@ -28,29 +27,19 @@ class TimestepEmbeddingMixin:
             )
         self.flip_sin_to_cos = flip_sin_to_cos
         self.scale = _validation.number_at_least("scale", scale, 0, strict=True)
-
-    def build(self, input_shape):
-        self._check_input_shape(input_shape)
-        self.built = True  # tf_keras leaves this to build
+        self.supports_masking = False
+        self._constants = _rows.column_constants(*encoding.timestep_columns(
+            self.dim, self.max_period, self.downscale_freq_shift, self.flip_sin_to_cos, self.scale))
 
     def call(self, inputs):
-        self._check_input_shape(inputs.shape)
-        timesteps = whole_positions(inputs)
-        dtype = keras.backend.standardize_dtype(timesteps.dtype)
-        if "int" not in dtype:
-            raise TypeError(f"`inputs` must hold timesteps as numbers. Received: inputs.dtype={dtype}")
-        timesteps = checked_below(timesteps, _validation.MAX_POSITION, "Timesteps must be in [0, {limit}).")
-        frequencies, cosine = encoding.timestep_columns(
-            self.dim, self.max_period, self.downscale_freq_shift, self.flip_sin_to_cos, self.scale
-        )
-        constants = rows.column_constants(tuple(frequencies.tolist()), tuple(cosine.astype(int).tolist()))
-        return rows.rows_at(timesteps, *constants, self.compute_dtype)
+        timesteps = _positions.checked_values("inputs", self._checked_inputs(inputs))
+        return self._run(timesteps, _positions.Positions(values=timesteps), kept_axes=())
 
-    def compute_output_shape(self, input_shape):
-        return self._check_input_shape(input_shape) + (self.dim,)
+    def _rows_for(self, timesteps, positions):
+        return _rows.rows(positions, None, self._constants, self.compute_dtype)
 
-    def compute_output_spec(self, inputs):
-        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
+    def _combine(self, timesteps, rows):
+        return rows
 
     def get_config(self):
         return {
@@ -62,13 +51,17 @@ class TimestepEmbeddingMixin:
             "scale": self.scale,
         }
 
-    @staticmethod
-    def _check_input_shape(shape):
-        return _validation.input_shape(shape, 1, "(batch,) timesteps")
+    def _output_shape(self, shape):
+        return _validation.input_shape(shape, 1, "(batch,) timesteps") + (self.dim,)
+
+    def _check_input_dtype(self, dtype):
+        dtype = keras.backend.standardize_dtype(dtype)
+        if "int" not in dtype and "float" not in dtype:
+            raise TypeError(f"`inputs` must hold timesteps as numbers. Received: inputs.dtype={dtype}")
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
-class TimestepEmbedding(TimestepEmbeddingMixin, DenseInputLayer):
+class TimestepEmbedding(TimestepEmbeddingMixin, SinusoidLayer):
     """The sinusoidal timestep embedding of diffusion models (DDPM, latent diffusion).
 
     Maps timesteps of shape `(batch,)` to `(batch, dim)` rows, with the meaning of every

@@ -1,15 +1,15 @@
-"""The one in-graph route from integer positions to encoding rows: int32 and float32 only.
+"""Internal: the one in-graph route from integer positions to encoding rows, int32 and float32 only.
 
-Every layer computes its rows here, in eager calls, `tf.function`, XLA, SavedModels,
-TensorFlow Lite, ONNX and `tf.distribute` replicas alike, so they all get the same numbers.
-The route is written in `keras.ops`, so the JAX backend runs the same steps (in int32 and
-float32, without JAX's 64-bit mode).
+Every layer computes its rows here (`rows`), in eager calls, `tf.function`, XLA, SavedModels,
+TensorFlow Lite, ONNX and `tf.distribute` replicas alike, so they all get the same numbers. The
+route is written in `keras.ops`, so the JAX backend runs the same steps (in int32 and float32,
+without JAX's 64-bit mode). The README links here: this docstring is the one description.
 
 1. **Phase, exactly, in integers.** A column's angle is `p * w`, and only its fraction of a
    turn, `p * w / (2 * pi) mod 1`, matters. Each column's turns per position are kept as a
    72-bit fixed-point fraction in six 12-bit limbs; a position (below 2**31) is split into
    three 12-bit limbs, every limb product fits in int32, and carrying the column sums gives
-   the phase `p * F mod 2**72` exactly.
+   the phase `p * F mod 2**72`, of which the top 48 bits are kept as two 24-bit digits.
 2. **Sine of a phase, to about 2**-38, in float32.** The top 10 bits of the phase pick an
    angle `A` of a 1024-entry table of `sin A` (as a float32 pair, hi + lo) and `2 * pi * cos A`
    (10 significant bits + the rest). The remaining angle `r < 2 * pi / 1024` enters
@@ -26,6 +26,23 @@ float32, without JAX's 64-bit mode).
    for one by one.
 
 A cosine is the sine a quarter turn later, so cosine columns just add 2**70 to the phase.
+
+Error budget of a float32 row entry, in units of 2**-24 (one float32 unit in [0.5, 1)). The
+terms before the final rounding are what it adds to; the tests measure the total.
+
+| term | bound | checked by |
+|---|---|---|
+| frequency kept to 2**-73 turns, times a position below 2**31 (2**-42 turns) | 2**-15.4 | [b] |
+| phase digits below 2**-48 turns dropped | 2**-21.4 | [b] |
+| sine series cut after r**4, `r < 2 * pi / 1024` (r**5 / 120 < 2**-43.6) | 2**-19.6 | [a] |
+| float32 rounding of the small terms of `_sine` (about 2**-40) | 2**-16 | [a] |
+| `third` in `_combine` rounded before the last step (2**-45) | 2**-21 | [a], [c] |
+| the final rounding to the output dtype | 0.5 | [a] |
+| total, measured at every position below 2**20 (tested bound: 1) | 0.5001 | [a], [c] |
+
+[a] tests/test_numerics.py::test_layer_is_exact_at_every_position_below_2_20
+[b] tests/test_runtimes.py::test_sampled_positions_up_to_2_31_are_exact
+[c] tests/test_runtimes.py::test_every_runtime_is_exact_at_every_position_below_2_20
 """
 
 import functools
@@ -36,19 +53,45 @@ import keras
 import numpy as np
 from keras import ops
 
-from tf_posenc import encoding
-
 _LIMB_BITS = 12
 _LIMB = 2**_LIMB_BITS
 _FREQUENCY_LIMBS = 6  # 72 bits of turns per position
 _POSITION_LIMBS = 3  # 36 bits hold every int32 position
-_DIGIT = 2**24  # the phase is used as 24-bit digits: hi, mid, lo
+_DIGIT = 2**24  # the phase is used as 24-bit digits: hi, mid
 _TABLE_BITS = 10
 _FINE = 2 ** (24 - _TABLE_BITS)  # the bits of `hi` below the table index
 _QUARTER_TURN = _DIGIT // 4  # in units of the `hi` digit
 _STEP = 64  # rows are built as sin(block + step) with step = position mod 64
+_MAX_POSITION = 2**31 - 1  # positions travel as int32
+
+# The invariants the route rests on; changing a constant above must keep them.
+assert _DIGIT == _LIMB**2, "a 24-bit digit is two limbs"
+assert _POSITION_LIMBS * _LIMB_BITS >= 31, "every int32 position fits in the position limbs"
+# A column sum adds at most three limb products and the carry of the column below it.
+_LARGEST_COLUMN_SUM = _POSITION_LIMBS * (_LIMB - 1) ** 2
+assert _LARGEST_COLUMN_SUM + _LARGEST_COLUMN_SUM // (_LIMB - 1) < 2**31, "column sums fit in int32"
+assert _TABLE_BITS + math.log2(_FINE) == 24, "table index and fine bits make up the `hi` digit"
+# `slope_hi` keeps _TABLE_BITS significant bits and `near` has log2(_FINE) bits: their product
+# must be exact in float32's 24-bit significand.
+assert _TABLE_BITS + math.log2(_FINE) <= 24, "slope_hi * near is exact in float32"
+assert _MAX_POSITION % _STEP == _STEP - 1, "the last block is whole"
 
 _TWO_PI = 2 * Fraction("3.14159265358979323846264338327950288419716939937510582097494459")
+
+
+class Constants:
+    """A layer's per-column constants: frequency limbs `(6, d)` and phase offsets `(d,)`, int32.
+
+    Built once per layer configuration (they depend on nothing else), read-only.
+    """
+
+    __slots__ = ("limbs", "offsets", "width")
+
+    def __init__(self, limbs, offsets):
+        self.limbs, self.offsets, self.width = limbs, offsets, limbs.shape[1]
+
+    def __deepcopy__(self, memo):
+        return self  # read-only
 
 
 def _turns_fixed_point(frequency):
@@ -59,14 +102,7 @@ def _turns_fixed_point(frequency):
 
 
 @functools.lru_cache(maxsize=64)
-def column_constants(frequencies, quarter_turns):
-    """The per-column constants: frequency limbs `(6, d)` and phase offsets `(d,)`, int32.
-
-    Args:
-        frequencies: Tuple of floats, angular frequency of each output column.
-        quarter_turns: Tuple of ints, how many quarter turns each column's phase starts at
-            (1 makes a sine column a cosine column).
-    """
+def _cached_constants(frequencies, quarter_turns):
     limbs = np.zeros((_FREQUENCY_LIMBS, len(frequencies)), np.int32)
     for column, frequency in enumerate(frequencies):
         fixed = _turns_fixed_point(frequency)
@@ -76,14 +112,15 @@ def column_constants(frequencies, quarter_turns):
     offsets = (np.asarray(quarter_turns, np.int64) % 4 * _QUARTER_TURN).astype(np.int32)
     limbs.flags.writeable = False
     offsets.flags.writeable = False
-    return limbs, offsets
+    return Constants(limbs, offsets)
 
 
-def encoding_constants(d_model, max_wavelength=10000, layout=None, convention="paper",
-                       min_timescale=1.0):
-    """`column_constants` for the encoding with these options (those of `encoding.columns`)."""
-    frequencies, cosine = encoding.columns(d_model, max_wavelength, layout, convention, min_timescale)
-    return column_constants(tuple(frequencies.tolist()), tuple(cosine.astype(int).tolist()))
+def column_constants(frequencies, cosine):
+    """The `Constants` of columns with these float64 `frequencies` (sines, or cosines where
+    the boolean `cosine` says so), as NumPy arrays of the output columns' order."""
+    quarter_turns = np.asarray(cosine, bool).astype(int)
+    return _cached_constants(tuple(np.asarray(frequencies, np.float64).tolist()),
+                             tuple(quarter_turns.tolist()))
 
 
 @functools.lru_cache(maxsize=1)
@@ -111,7 +148,7 @@ def _sine_table():
 
 
 def _phase(positions, limbs):
-    """Exact phases `p * F mod 2**72` as int32 digits (hi, mid, lo) of 24 bits each.
+    """Exact phases `p * F mod 2**72`, their top 48 bits as int32 digits (hi, mid) of 24 bits.
 
     `positions`: int32 tensor of any shape; the digits have shape `positions.shape + (d,)`.
     """
@@ -123,20 +160,14 @@ def _phase(positions, limbs):
         sum(position_limbs[i] * limbs[i + c] for i in range(_POSITION_LIMBS) if i + c < _FREQUENCY_LIMBS)
         for c in range(_FREQUENCY_LIMBS)
     ]
-    digits = [None] * _FREQUENCY_LIMBS
+    digits = [None] * 4
     carry = 0
     for c in reversed(range(_FREQUENCY_LIMBS)):
         total = columns[c] + carry
-        digits[c], carry = total % _LIMB, total // _LIMB
-    return digits[0] * _LIMB + digits[1], digits[2] * _LIMB + digits[3], digits[4] * _LIMB + digits[5]
-
-
-def _add_phases(first, second):
-    """The sum of two phases given as digits, mod one turn, with the carries."""
-    lo = first[2] + second[2]
-    mid = first[1] + second[1] + lo // _DIGIT
-    hi = (first[0] + second[0] + mid // _DIGIT) % _DIGIT
-    return hi, mid % _DIGIT, lo % _DIGIT
+        if c < 4:
+            digits[c] = total % _LIMB
+        carry = total // _LIMB
+    return digits[0] * _LIMB + digits[1], digits[2] * _LIMB + digits[3]
 
 
 def _sine(hi, mid):
@@ -179,19 +210,36 @@ class _Pieces:
         self.upper = self.head + self.middle
         self.whole = rounded + low
 
+    def split(self, width):
+        """The pieces of the first `width` columns, and of the others."""
+        halves = (object.__new__(_Pieces), object.__new__(_Pieces))
+        for name, value in vars(self).items():
+            for half, part in zip(halves, (value[..., :width], value[..., width:]), strict=True):
+                setattr(half, name, part)
+        return halves
+
+    def take(self, indices):
+        """The pieces of the rows at `indices` along the first axis."""
+        taken = object.__new__(_Pieces)
+        for name, value in vars(self).items():
+            setattr(taken, name, ops.take(value, indices, axis=0))
+        return taken
+
     def expand(self, axis):
         for name, value in vars(self).items():
             setattr(self, name, ops.expand_dims(value, axis))
         return self
 
 
-def _sine_cosine_pieces(positions, limbs, offsets):
+def _sine_cosine_pieces(positions, constants, with_offsets=True):
     """Pieces of sin and cos of each column's phase at `positions` (int32, any shape)."""
-    hi, mid, _ = _phase(positions, limbs)
-    hi = hi + offsets
-    sine = _Pieces(*_sine(hi % _DIGIT, mid))
-    cosine = _Pieces(*_sine((hi + _QUARTER_TURN) % _DIGIT, mid))
-    return sine, cosine
+    hi, mid = _phase(positions, constants.limbs)
+    if with_offsets:
+        hi = hi + constants.offsets
+    # Sines and cosines side by side: half as many operations for a graph to run.
+    both = _Pieces(*_sine(ops.concatenate([hi, hi + _QUARTER_TURN], axis=-1) % _DIGIT,
+                          ops.concatenate([mid, mid], axis=-1)))
+    return both.split(constants.width)
 
 
 def _combine(sine_a, cosine_a, sine_b, cosine_b, dtype):
@@ -218,45 +266,66 @@ def _combine(sine_a, cosine_a, sine_b, cosine_b, dtype):
     return ops.cast(rounded - minus_low, dtype)
 
 
-def rows_at(positions, limbs, offsets, dtype="float32"):
-    """Rows at integer `positions` (any shape, each below 2**31), shape `positions.shape + (d,)`.
+def _step_pieces(constants):
+    """Pieces of sin and cos of the 64 steps: constants, which graphs fold."""
+    return _sine_cosine_pieces(np.arange(_STEP, dtype=np.int32), constants, with_offsets=False)
 
-    Every row is computed the same way wherever it is asked for: position p is split as
-    block + step, with step = p mod 64, and the row is sin(block phase + step phase).
-    """
-    positions = ops.cast(positions, "int32")
+
+def _rows_at(positions, constants, dtype):
+    """Rows at int32 `positions` (any shape), shape `positions.shape + (d,)`: position p is split
+    as block + step, with step = p mod 64, and the row is sin(block phase + step phase)."""
     step = positions % _STEP
-    block = _sine_cosine_pieces(positions - step, limbs, offsets)
-    return _combine(*block, *_sine_cosine_pieces(step, limbs, np.zeros_like(offsets)), dtype)
+    block = _sine_cosine_pieces(positions - step, constants)
+    return _combine(*block, *(pieces.take(step) for pieces in _step_pieces(constants)), dtype)
 
 
-def contiguous_rows(start, length, limbs, offsets, dtype="float32"):
-    """Rows `start .. start + length - 1`, shape `(length, d)`, bit-equal to `rows_at`.
+def _contiguous_rows(start, length, constants, dtype):
+    """Rows `start .. start + length - 1`, shape `(length, d)`, bit-equal to `_rows_at`.
 
-    `start` and `length` are Python ints or scalar integer tensors (a tensor `length` only
-    where the backend allows dynamic shapes, as TensorFlow graphs do). The rows fill a grid of
+    `start` and `length` are Python ints or scalar int32 tensors (a tensor `length` only where
+    the backend allows dynamic shapes, as TensorFlow graphs do). The rows fill a grid of
     64-position blocks by steps: only the blocks' and the 64 steps' sines are computed from
     phases, and each grid cell combines one of each.
     """
     static_length = isinstance(length, int)
+    if static_length and length < _STEP:  # fewer rows than a block: cheaper one by one, same bits
+        return _rows_at(start + np.arange(length, dtype=np.int32), constants, dtype)
     if isinstance(start, int) and static_length:
-        if length < _STEP:  # fewer rows than one block: cheaper one by one, and the same bits
-            return rows_at(np.arange(start, start + length, dtype=np.int32), limbs, offsets, dtype)
         skip = start % _STEP
         blocks = -(-(skip + length) // _STEP)
     else:
-        start = ops.cast(start, "int32")
         skip = start % _STEP
         if static_length:  # enough blocks for any skip: the grid keeps a static shape (JAX)
             blocks = (length + 2 * _STEP - 2) // _STEP
         else:
-            length = ops.cast(length, "int32")
             blocks = (skip + length + _STEP - 1) // _STEP
     block_starts = (start - skip) + ops.arange(blocks, dtype="int32") * _STEP
-    block = [pieces.expand(1) for pieces in _sine_cosine_pieces(block_starts, limbs, offsets)]
-    steps = _sine_cosine_pieces(np.arange(_STEP, dtype=np.int32), limbs, np.zeros_like(offsets))
-    steps = [pieces.expand(0) for pieces in steps]
-    rows = ops.reshape(_combine(*block, *steps, dtype), (-1, limbs.shape[1]))
+    block = [pieces.expand(1) for pieces in _sine_cosine_pieces(block_starts, constants)]
+    steps = [pieces.expand(0) for pieces in _step_pieces(constants)]
+    rows = ops.reshape(_combine(*block, *steps, dtype), (-1, constants.width))
     if isinstance(skip, int):
         return rows[skip : skip + length]
-    return ops.slice(rows, (skip, 0), (length, limbs.shape[1]))
+    return ops.slice(rows, (skip, 0), (length, constants.width))
+
+
+def rows(positions, length, constants, dtype="float32"):
+    """The rows of `positions` (a checked `_positions.Positions`) in `dtype`.
+
+    Given `values` (int32, any shape), rows of shape `values.shape + (d,)`; given a `start`
+    (a Python int or a scalar int32 tensor), the `length` rows from there, shape `(length, d)`,
+    where `length` is a Python int or a scalar int32 tensor. The same position has the same
+    bits either way.
+    """
+    if positions.values is not None:
+        table = _rows_at(positions.values, constants, dtype)
+    else:
+        table = _contiguous_rows(positions.start, length, constants, dtype)
+    return _materialized(table) if keras.backend.backend() == "jax" else table
+
+
+def _materialized(table):
+    """`table`, copied by a gather. XLA on JAX fuses the route into every consumer of the rows,
+    so an add or a rotation would recompute them for each example and head (15 times the cost
+    of the rotation itself at (8, 2048, 8, 64)); it leaves a gather unfused."""
+    flat = ops.reshape(table, (-1,))
+    return ops.reshape(ops.take(flat, ops.arange(ops.shape(flat)[0]), axis=0), ops.shape(table))

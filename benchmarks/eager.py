@@ -1,0 +1,100 @@
+"""Eager call times of tf_posenc, keras-hub and a precomputed table, on the current Keras backend.
+
+    KERAS_BACKEND=jax python benchmarks/eager.py     # prints one JSON object: milliseconds per call
+
+`benchmark.py` runs it once per backend. Each call is timed in a loop of Python calls, as a
+decoding loop or an eager notebook makes them, in interleaved rounds keeping the best.
+"""
+
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import keras_hub  # noqa: E402
+import numpy as np  # noqa: E402
+from keras import ops  # noqa: E402
+
+import tf_posenc  # noqa: E402
+
+POSITION = 2048
+
+
+def table(d_model):
+    angles = np.arange(POSITION)[:, None] / 10000.0 ** (2 * (np.arange(d_model) // 2) / d_model)
+    return np.where(np.arange(d_model) % 2, np.cos(angles), np.sin(angles)).astype("float32")
+
+
+def rotation_tables(dim):
+    angles = np.arange(POSITION)[:, None] * 10000.0 ** -(np.arange(0, dim, 2) / dim)
+    return ops.convert_to_tensor(np.cos(angles)[:, None].astype("float32")), ops.convert_to_tensor(
+        np.sin(angles)[:, None].astype("float32"))
+
+
+def table_rotation(x, start, cos, sin):
+    pairs = x.shape[-1] // 2
+    cos, sin = cos[start : start + x.shape[1]], sin[start : start + x.shape[1]]
+    first, second = x[..., :pairs], x[..., pairs:]
+    return ops.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+
+
+def calls(name, x, steps):
+    """The call of implementation `name` for inputs `x` at each start of `steps`."""
+    if x.ndim == 3:
+        d_model = x.shape[-1]
+        if name == "tf_posenc":
+            layer = tf_posenc.PositionalEncoding(POSITION, d_model)
+            return lambda t: layer(x, start_index=t)
+        if name == "keras_hub":
+            layer = keras_hub.layers.SinePositionEncoding()
+            return lambda t: x + layer(x, start_index=t)
+        rows = ops.convert_to_tensor(table(d_model))
+        return lambda t: x + rows[t : t + x.shape[1]]
+    if name == "tf_posenc":
+        layer = tf_posenc.RotaryEmbedding()
+        return lambda t: layer(x, start_index=t)
+    if name == "keras_hub":
+        layer = keras_hub.layers.RotaryEmbedding()
+        return lambda t: layer(x, start_index=t)
+    cos, sin = rotation_tables(x.shape[-1])
+    return lambda t: table_rotation(x, t, cos, sin)
+
+
+def best_ms(functions, steps, rounds=5):
+    for function in functions.values():
+        ops.convert_to_numpy(function(steps[0]))
+    best = dict.fromkeys(functions, float("inf"))
+    for _ in range(rounds):
+        for name, function in functions.items():
+            started = time.perf_counter()
+            for t in steps:
+                result = function(t)
+            ops.convert_to_numpy(result)
+            best[name] = min(best[name], (time.perf_counter() - started) / len(steps) * 1e3)
+    return best
+
+
+CASES = {
+    "PositionalEncoding, one decoding step (1, 1, 512)": ((1, 1, 512), 100),
+    "RotaryEmbedding, one decoding step (1, 1, 8, 64)": ((1, 1, 8, 64), 100),
+    "PositionalEncoding, full sequence (8, 512, 512)": ((8, 512, 512), 10),
+    "RotaryEmbedding, full sequence (1, 32, 4, 64)": ((1, 32, 4, 64), 50),
+}
+
+
+def main():
+    rng = np.random.default_rng(0)
+    result = {}
+    for case, (shape, count) in CASES.items():
+        x = ops.convert_to_tensor(rng.normal(size=shape).astype("float32"))
+        steps = [int(t) for t in rng.integers(0, POSITION - shape[1], size=count)]
+        functions = {name: calls(name, x, steps) for name in ("tf_posenc", "keras_hub", "table")}
+        result[case] = best_ms(functions, steps)
+    print(json.dumps({"backend": keras.backend.backend(), "milliseconds": result}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

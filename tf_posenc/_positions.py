@@ -1,0 +1,225 @@
+"""Internal: which positions a call covers, checked once, where they enter.
+
+A call covers `start_index .. start_index + seq_len - 1`, or the given `positions`, and every
+one of them must lie below the layer's limit (`position` for the additive encodings, 2**31 - 1
+for the others). What is known when the call is traced is checked then, with a `ValueError` or
+`TypeError`; what is only known when the graph runs is checked by the graph
+(`InvalidArgumentError`). XLA and TensorFlow Lite drop those run-time checks, and the JAX
+backend (whose shapes are all known when a call is traced) has none; there the rows past the
+limit are still the exact values of the formula (for positions below 2**31), never clamped or
+garbage.
+
+Positions given as floats must hold whole numbers (tensor2tensor and Model Garden pass float
+positions); they are never rounded.
+"""
+
+import numbers
+from typing import NamedTuple
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from tf_posenc import _validation
+
+
+class Positions(NamedTuple):
+    """The checked positions of a call: `start .. start + seq_len - 1`, or `values`.
+
+    Exactly one is set: `start`, a Python int or a scalar int32 tensor, or `values`, an int32
+    tensor of any shape.
+    """
+
+    start: object = None
+    values: object = None
+
+
+class Limit(NamedTuple):
+    """Every position must be below `value`; `name` is the layer argument that sets it, if any."""
+
+    value: int
+    name: str = None
+
+    def too_long(self):
+        if self.name is None:
+            return ("The sequence runs past the largest position: start_index + seq_len must be at "
+                    f"most {self.value}.")
+        return (f"The sequence is longer than `{self.name}`: start_index + seq_len must be at most "
+                f"{self.name}={self.value}.")
+
+    def check_fits(self, start, seq_len):
+        """Raises a `ValueError` unless `start + seq_len` (Python ints) is at most the limit."""
+        if start + seq_len > self.value:
+            raise ValueError(f"{self.too_long()} Received: start_index={start}, seq_len={seq_len}")
+
+    def below(self, what):
+        if self.name is None:
+            return f"`{what}` must be below {self.value}."
+        return (f"The sequence is longer than `{self.name}`: every position must be below "
+                f"{self.name}={self.value}.")
+
+
+LARGEST = Limit(_validation.MAX_POSITION)
+
+
+def _graph_checks():
+    """Whether the graphs can stop on a failed check: TensorFlow's can, compiled JAX cannot."""
+    return keras.backend.backend() == "tensorflow"
+
+
+def _is_python_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _checked(wide, conditions):
+    """`wide` after checking every `(holds, message)` of `conditions`: `holds(wide)` must be true
+    everywhere. Eager values are known, so they are checked at once (with the error a graph
+    gives); a graph gets one `Assert` per condition."""
+    if tf.executing_eagerly():
+        known = wide.numpy()
+        for holds, message in conditions:
+            if not np.all(holds(known)):
+                raise tf.errors.InvalidArgumentError(None, None, message)
+        return wide
+    for holds, message in conditions:
+        # String-only data keeps `tf.debugging.Assert` a single op: no `cond` around it, so
+        # Grappler's loop optimizer has no control-input Merge to warn about.
+        with tf.control_dependencies([tf.debugging.Assert(tf.reduce_all(holds(wide)), [message])]):
+            wide = tf.identity(wide)
+    return wide
+
+
+def _in_range(name, values, limit, inclusive=False):
+    """Integer or whole-number float `values` as int32, after the one range check: every value
+    in [0, limit) (or [0, limit] where `inclusive`), checked by the graph where graphs check."""
+    if not _graph_checks():
+        return ops.cast(values, "int32")
+    if values.dtype.is_floating:
+        # In their own dtype: a graph holds no float64 operation.
+        whole = f"`{name}` given as floats must hold whole numbers."
+        values = _checked(values, [(lambda values: values // 1 == values, whole)])
+        values = tf.cast(values, tf.int64)
+    wide = tf.cast(values, tf.uint64 if values.dtype.is_unsigned else tf.int64)
+    conditions = []
+    # A check that no value of the dtype can fail is left out of the graph.
+    if inclusive and values.dtype.max > limit.value:
+        conditions.append((lambda wide: wide <= limit.value, f"`{name}` must be at most {limit.value}."))
+    elif not inclusive and values.dtype.max >= limit.value:
+        conditions.append((lambda wide: wide < limit.value, limit.below(name)))
+    if not values.dtype.is_unsigned:
+        conditions.append((lambda wide: wide >= 0, f"`{name}` must be non-negative."))
+    return tf.cast(_checked(wide, conditions), tf.int32)
+
+
+def _numbers(name, values, allow_floats=True):
+    values = ops.convert_to_tensor(values)
+    dtype = keras.backend.standardize_dtype(values.dtype)
+    if "int" not in dtype and not (allow_floats and "float" in dtype):
+        kind = "integers, or floats that hold whole numbers" if allow_floats else "integers"
+        raise TypeError(f"`{name}` must hold {kind}. Received: {name}.dtype={dtype}")
+    return values
+
+
+def checked_values(name, values, limit=LARGEST):
+    """`values` (integers, or floats holding whole numbers) as int32 positions below `limit`."""
+    return _in_range(name, _numbers(name, values), limit)
+
+
+def _checked_start(start_index, inputs, sequence_axis, limit):
+    seq_len = inputs.shape[sequence_axis]
+    if _is_python_int(start_index):
+        start = _validation.non_negative_int("start_index", start_index)
+        limit.check_fits(start, seq_len or 0)
+        if seq_len is not None or not _graph_checks():
+            return start
+        # A Python int reaches int32 only after the length check below.
+        start = tf.constant(start, tf.int64)
+    else:
+        start = _numbers("start_index", start_index, allow_floats=False)
+        if len(start.shape) != 0:
+            raise ValueError(
+                f"`start_index` must be a scalar. Received: start_index with shape {start.shape}")
+        if not _graph_checks():
+            return ops.cast(start, "int32")
+        start = tf.cast(_in_range("start_index", start, limit, inclusive=True), tf.int64)
+    length = sequence_length(inputs, sequence_axis)
+    length = length if isinstance(length, int) else tf.cast(length, tf.int64)
+    fits = _checked(tf.cast(start, tf.int64), [(lambda wide: wide + length <= limit.value, limit.too_long())])
+    return tf.cast(fits, tf.int32)
+
+
+def _checked_sequence_positions(positions, inputs, sequence_axis, limit):
+    positions = _numbers("positions", positions)
+    if len(positions.shape) not in (1, 2):
+        raise ValueError(
+            "`positions` must have shape (seq_len,) or (batch, seq_len). "
+            f"Received: positions with shape {positions.shape}"
+        )
+    expected = {-1: (sequence_axis, "one entry per step of `inputs` (seq_len")}
+    if len(positions.shape) == 2:
+        expected[0] = (0, "one row per example of `inputs` (batch")
+    for axis, (input_axis, what) in expected.items():
+        wanted, given = inputs.shape[input_axis], positions.shape[axis]
+        if wanted is not None and given is not None and wanted != given:
+            raise ValueError(
+                f"`positions` must have {what}={wanted}). Received: positions with shape {positions.shape}"
+            )
+        if (wanted is None or given is None) and _graph_checks():
+            sizes = tf.stack([tf.shape(positions)[axis], tf.shape(inputs)[input_axis]])
+            sizes = _checked(sizes, [(lambda sizes: sizes[0] == sizes[1], f"`positions` must have {what}).")])
+            with tf.control_dependencies([sizes]):
+                positions = tf.identity(positions)
+    return _in_range("positions", positions, limit)
+
+
+def resolve(inputs, sequence_axis, limit, start_index=0, positions=None):
+    """The checked `Positions` of a call over the `sequence_axis` of `inputs`.
+
+    Args:
+        inputs: The call's inputs (a tensor or anything with `shape`).
+        sequence_axis: Integer. The axis of `inputs` that the positions run along.
+        limit: A `Limit`: every position must be below it.
+        start_index: Integer or scalar integer tensor, the first position of a contiguous
+            range. Defaults to `0`.
+        positions: Optional `(seq_len,)` or `(batch, seq_len)` positions, integers or floats
+            holding whole numbers; given, `start_index` must stay `0`.
+    """
+    if positions is not None:
+        if not (_is_python_int(start_index) and start_index == 0):
+            raise ValueError(
+                "Pass either `start_index` or `positions`, not both. "
+                f"Received: start_index={start_index!r} with positions"
+            )
+        return Positions(values=_checked_sequence_positions(positions, inputs, sequence_axis, limit))
+    return Positions(start=_checked_start(start_index, inputs, sequence_axis, limit))
+
+
+def sequence_length(inputs, sequence_axis):
+    """The length of `inputs` along `sequence_axis`: a Python int where known, else a tensor."""
+    length = inputs.shape[sequence_axis]
+    return length if length is not None else ops.shape(inputs)[sequence_axis]
+
+
+def positions_from_mask(mask):
+    """Positions for left-padded sequences: the first real token of each row is position 0.
+
+    Args:
+        mask: Boolean or 0/1 tensor of shape `(batch, seq_len)`, true for real tokens (as
+            `Embedding(mask_zero=True)` makes it).
+
+    Returns:
+        An int32 tensor of the same shape: each real token's index among the real tokens of
+        its row; padding gets 0. Pass it as `positions=` to `PositionalEncoding` or
+        `RotaryEmbedding`.
+
+    Example:
+
+    >>> keras.ops.convert_to_numpy(positions_from_mask([[False, False, True, True, True]]))
+    array([[0, 0, 0, 1, 2]], dtype=int32)
+    """
+    mask = ops.convert_to_tensor(mask)
+    if len(mask.shape) != 2:
+        raise ValueError(f"`mask` must have shape (batch, seq_len). Received: mask.shape={mask.shape}")
+    counts = ops.cumsum(ops.cast(ops.cast(mask, "bool"), "int32"), axis=-1)
+    return ops.maximum(counts - 1, 0)

@@ -1,0 +1,158 @@
+"""Internal: the base of every tf_posenc layer, in either Keras family."""
+
+import keras
+import tensorflow as tf
+
+from tf_posenc import _validation
+from tf_posenc._positions import Positions
+
+
+def _is_eager(inputs):
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return not isinstance(inputs, jax.core.Tracer)
+    return tf.executing_eagerly()
+
+
+class _EagerFunctions:
+    """A layer's rows and their combination with the inputs, compiled for eager calls.
+
+    Run op by op, the route dispatches a few hundred small operations; compiled, it is one
+    call. On TensorFlow, one `tf.function` per input structure (rank, dtype, the sizes the
+    layer depends on) computes the rows and combines them, traced with every other size left
+    open, so every length and offset reuses it. On JAX, `jax.jit` (which traces once per shape,
+    with offsets and positions as traced values) compiles the two steps apart, so that the
+    rows are computed once and not again for every example the add or rotation covers (as
+    XLA's fusion of one program would). Inside a graph (an outer
+    `tf.function`, XLA, a SavedModel or a converter) the layers run the steps as they are, so
+    exported graphs hold the route's operations themselves.
+
+    Kept out of the layer's own attributes on purpose: SavedModel export saves the
+    `tf.function` attributes of a layer, and these are for eager calls only.
+    """
+
+    def __init__(self):
+        self._functions = {}
+        self.traces = 0  # how often the steps were traced: a test counts them
+
+    def __deepcopy__(self, memo):
+        return _EagerFunctions()
+
+    def __call__(self, layer, inputs, positions, kept_axes):
+        if keras.backend.backend() == "jax":
+            return self._jax(layer, inputs, positions)
+        return self._tensorflow(layer, inputs, positions, kept_axes)
+
+    def _jax(self, layer, inputs, positions):
+        import jax
+
+        if not self._functions:
+
+            def rows(inputs, positions):
+                self.traces += 1
+                return layer._rows_for(inputs, positions)
+
+            self._functions = {"rows": jax.jit(rows), "combine": jax.jit(layer._combine)}
+        return self._functions["combine"](inputs, self._functions["rows"](inputs, positions))
+
+    def _tensorflow(self, layer, inputs, positions, kept_axes):
+        rank = len(inputs.shape)
+        kept = sorted(axis % rank for axis in kept_axes)
+        arguments, kind = [inputs], None
+        if positions is not None:
+            kind = "start" if positions.values is None else "values"
+            arguments.append(tf.convert_to_tensor(positions.start, tf.int32) if kind == "start"
+                             else positions.values)
+        key = (kind, inputs.dtype, rank, tuple((axis, inputs.shape[axis]) for axis in kept),
+               *((arguments[1].dtype, arguments[1].shape.rank) if kind else ()))
+        function = self._functions.get(key)
+        if function is None:
+            specs = [tf.TensorSpec([size if axis in kept else None for axis, size in enumerate(inputs.shape)],
+                                   inputs.dtype)]
+            if kind:
+                specs.append(tf.TensorSpec([None] * arguments[1].shape.rank, arguments[1].dtype))
+
+            def traced(inputs, where=None):
+                self.traces += 1
+                positions = None if kind is None else Positions(**{kind: where})
+                return layer._combine(inputs, layer._rows_for(inputs, positions))
+
+            # The concrete function: calling it skips the signature matching of a `tf.function`.
+            function = tf.function(traced, input_signature=specs).get_concrete_function()
+            self._functions[key] = function
+        return function(*arguments)
+
+
+class SinusoidLayerMixin:
+    """What every tf_posenc layer does, in either Keras family.
+
+    Ragged and sparse inputs, and symbolic tensors of the other Keras family, are refused by
+    name (Keras would fail on them with a shape error or "unsupported type Operation").
+    Automatic casting is off: Keras would round every floating argument to the compute
+    dtype, float positions and timesteps included (999.0 is 1000 in bfloat16); the layers
+    cast the features they add to or rotate themselves, and nothing else.
+
+    A subclass says what its inputs must be (`_output_shape`, which checks a shape and returns
+    the output's, and `_check_input_dtype`); its `call` checks the positions it covers and
+    hands them with the inputs to `_run`, which computes their rows (`_rows_for`) and combines
+    them with the inputs (`_combine`), compiled once for eager calls.
+    """
+
+    inputs_hint = "for example the output of an `Embedding`"
+
+    def __init__(self, autocast=False, **kwargs):
+        _validation.supported_backend(type(self).__name__, self.keras_family)
+        if autocast is not False:
+            raise ValueError(
+                "`autocast` must be False: tf_posenc layers cast their floating features to the "
+                "compute dtype themselves, and never positions or timesteps. "
+                f"{_validation.received('autocast', autocast)}"
+            )
+        super().__init__(autocast=False, **kwargs)
+        self.supports_masking = True
+        self._eager_functions = _EagerFunctions()
+
+    def __call__(self, inputs, *args, **kwargs):
+        _validation.dense_inputs(inputs)
+        _validation.same_keras_family(inputs, type(self).__name__, self.keras_family)
+        return super().__call__(inputs, *args, **kwargs)
+
+    def build(self, input_shape):
+        self.compute_output_shape(input_shape)
+        self.built = True  # tf_keras leaves this to build
+
+    def compute_output_shape(self, input_shape):
+        return self._output_shape(tuple(input_shape))
+
+    def compute_output_spec(self, inputs, *args, **kwargs):
+        self._check_input_dtype(inputs.dtype)
+        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
+
+    def _output_shape(self, input_shape):
+        return input_shape
+
+    def _check_input_dtype(self, dtype):
+        _validation.floating_inputs(dtype, self.inputs_hint)
+
+    def _checked_inputs(self, inputs):
+        """`inputs` after the checks of their shape and dtype that `build` and the spec make."""
+        self._output_shape(tuple(inputs.shape))
+        self._check_input_dtype(inputs.dtype)
+        return inputs
+
+    def _run(self, inputs, positions=None, kept_axes=(-1,)):
+        """The rows of `positions` combined with `inputs`, compiled once for eager calls
+        (`kept_axes` are the axes of `inputs` whose sizes the steps depend on)."""
+        if _is_eager(inputs):
+            return self._eager_functions(self, inputs, positions, kept_axes)
+        return self._combine(inputs, self._rows_for(inputs, positions))
+
+    def _combine(self, inputs, rows):
+        return keras.ops.cast(inputs, self.compute_dtype) + rows
+
+
+class SinusoidLayer(SinusoidLayerMixin, keras.layers.Layer):
+    """The Keras 3 base of tf_posenc's layers."""
+
+    keras_family = keras
