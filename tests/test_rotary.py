@@ -261,3 +261,16 @@ def test_litert_and_onnxruntime_rotate_like_the_formula(tmp_path):
     spec = tf.TensorSpec((None, None, 2, 8), tf.float32)
     for serve in (to_tflite(model, tmp_path), to_onnx(model, spec)):
         assert np.abs(serve(x) - exact).max() <= 4 * rounding_floor(exact, "float32")
+
+
+def test_yarn_scale_is_float64_under_a_float64_policy():
+    x = np.random.default_rng(3).normal(size=(1, 6, 2, 16))
+    layer = RotaryEmbedding(scaling_factor=8.0, rope_type="yarn", original_max_position_embeddings=64,
+                            dtype="float64")
+    # YaRN's attention temperature 0.1 ln s + 1 (keras-hub 0.32, RotaryEmbedding._compute_cos_sin).
+    scale = 0.1 * np.log(8.0) + 1
+    frequencies = rotary_frequencies(16, scaling_factor=8.0, rope_type="yarn",
+                                     original_max_position_embeddings=64)
+    expected = reference_rotation(x, np.arange(6)[None], frequencies) * scale
+    # The float64 route is good to about 2**-38; the scale rounded to float32 is 3.6e-8 off.
+    np.testing.assert_allclose(layer(x).numpy(), expected, rtol=0, atol=1e-10)
