@@ -5,8 +5,7 @@ import json
 import keras
 import numpy as np
 import tensorflow as tf
-
-POLICIES = {"float32": 2**-23, "mixed_float16": 2**-10, "mixed_bfloat16": 2**-7, "float64": 1e-9}
+from reference import BOUND
 
 
 def run_layer_checks(layer_class, init_kwargs, input_data, expected_output,
@@ -35,7 +34,7 @@ def run_layer_checks(layer_class, init_kwargs, input_data, expected_output,
     history = model.fit(input_data, np.zeros(output.shape[:-1] + (1,)), epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
 
-    for policy, bound in POLICIES.items():
+    for policy, bound in BOUND.items():
         typed = layer_class(**init_kwargs, dtype=policy)
         typed_output = typed(input_data)
         assert typed_output.dtype == typed.compute_dtype, policy

@@ -5,6 +5,13 @@ from decimal import Decimal, localcontext
 
 import numpy as np
 
+# The bound every test holds a layer's output to, per dtype policy: one unit in the last place
+# at 1.0 of the compute dtype (the measured errors are half of it). Float64 output has no
+# rounding step to hide behind: two float64 evaluations of an angle near 2**20 rad may differ
+# in its last bit (~1e-10 rad), which bounds any agreement.
+BOUND = {"float32": 2**-23, "mixed_float16": 2**-10, "mixed_bfloat16": 2**-7, "float64": 1e-9}
+ROUNDED_POLICIES = ["float32", "mixed_bfloat16", "mixed_float16"]  # the policies that round
+
 # 2 * pi to 60 digits, for reducing large angles exactly.
 TWO_PI = 2 * Decimal("3.14159265358979323846264338327950288419716939937510582097494459")
 
@@ -41,6 +48,29 @@ def exact_reference_table(positions, d_model, max_wavelength=10000):
                 reduced = float(angle - TWO_PI * int(angle / TWO_PI))
                 table[index + (column,)] = math.cos(reduced) if column % 2 else math.sin(reduced)
     return table
+
+
+def rope_frequencies(dim, base=10000):
+    """RoFormer's (and GPT-NeoX's) rotary frequencies `base ** (-2j / dim)`, in float64."""
+    return 1.0 / np.power(np.float64(base), np.arange(0, dim, 2) / dim)
+
+
+def keras_hub_yarn_frequencies(dim, base=10000, factor=1.0, beta_fast=32.0, beta_slow=1.0,
+                               original_max_position_embeddings=4096, truncate=True):
+    """keras-hub 0.32's `RotaryEmbedding._get_yarn_inverse_freq`, restated in float64."""
+    extrapolated = 1.0 / np.power(np.float64(base), np.arange(0, dim, 2) / dim)
+
+    def correction_dim(rotations):
+        return dim * math.log(original_max_position_embeddings / (rotations * 2 * math.pi)) / (
+            2 * math.log(base))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    ramp = np.clip((np.arange(dim // 2) - low) / max(high - low, 0.001), 0, 1)
+    extrapolation_factor = 1 - ramp
+    return (extrapolated / factor) * (1 - extrapolation_factor) + extrapolated * extrapolation_factor
 
 
 def reference_rotation(x, positions, frequencies, layout="half"):

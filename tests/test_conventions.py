@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from reference import BOUND, ROUNDED_POLICIES
 from tensorflow.core.protobuf import saved_model_pb2
 from test_runtimes import float64_attributes, to_tflite
 
@@ -22,8 +23,6 @@ from tf_posenc import (
     positional_encoding,
     sincos_2d,
 )
-
-BOUND = {"float32": 2**-23, "mixed_float16": 2**-10, "mixed_bfloat16": 2**-7}
 
 
 def timing_signal(length, channels, min_timescale=1.0, max_timescale=1.0e4, start_index=0,
@@ -97,7 +96,7 @@ def added_to_zeros(layer, shape):
 
 @pytest.mark.parametrize("channels", [8, 9, 512], ids=lambda c: f"c{c}")
 @pytest.mark.parametrize("min_timescale", [1.0, 2.0], ids=["min1", "min2"])
-@pytest.mark.parametrize("policy", sorted(BOUND))
+@pytest.mark.parametrize("policy", ROUNDED_POLICIES)
 def test_tensor2tensor_timing_signal(channels, min_timescale, policy):
     layer = PositionalEncoding(4096, channels, convention="tensor2tensor", min_timescale=min_timescale,
                                dtype=policy)
@@ -170,7 +169,7 @@ def test_sincos_2d_is_mae_table(embed_dim, grid_size, cls_token):
     np.testing.assert_allclose(table, expected, atol=1e-12)
 
 
-@pytest.mark.parametrize("policy", sorted(BOUND))
+@pytest.mark.parametrize("policy", ROUNDED_POLICIES)
 def test_patch_layer_adds_the_mae_table_to_both_shapes(policy):
     layer = PatchPositionalEncoding(14, 64, cls_token=True, dtype=policy)
     added = added_to_zeros(layer, (2, 197, 64))

@@ -30,6 +30,9 @@ def test_demo_command_learns_word_order_only_with_the_encoding():
     assert 0.4 < results["accuracy_without_encoding"] < 0.6
     assert results["saved_model_serves_same_predictions"] is True
     assert "| with PositionalEncoding |" in completed.stdout
+    assert "Training the model with PositionalEncoding" not in completed.stdout  # --json is quiet
+    # The command line starts quietly: none of TensorFlow's start-up lines.
+    assert "oneDNN" not in completed.stderr and "cuda" not in completed.stderr.lower(), completed.stderr
 
 
 def test_demo_rejects_bad_epochs(capsys):

@@ -41,6 +41,7 @@ def test_positional_embedding_passes_the_layer_checks():
 # 1. Dtype policies
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16", "float64"])
 def test_global_dtype_policy_is_followed_and_model_trains(policy):
     previous = keras.config.dtype_policy()

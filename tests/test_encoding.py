@@ -1,4 +1,3 @@
-import json
 
 import numpy as np
 import pytest
@@ -190,4 +189,3 @@ def test_error_message_shape_is_keras_like():
     assert str(error.value) == (
         "`position` must be a positive integer. Received: position=0 (of type int)"
     )
-    json.dumps(str(error.value))

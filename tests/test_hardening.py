@@ -178,6 +178,7 @@ def expected_rows(start, seq_len):
     return reference_table(np.arange(start, start + seq_len), 16)
 
 
+@pytest.mark.slow
 def test_sixteen_threads_get_the_single_threaded_answers(served):
     requests = [(int(length), int(start)) for length, start in
                 np.random.default_rng(0).integers(1, 32, size=(200, 2))]
@@ -199,6 +200,7 @@ def test_sixteen_threads_get_the_single_threaded_answers(served):
     assert failures == []
 
 
+@pytest.mark.slow
 def test_keras_predict_from_sixteen_threads_is_the_single_threaded_answer(tmp_path):
     tokens = keras.Input((None,), dtype="int32")
     model = keras.Model(tokens, PositionalEmbedding(20, 8, 64)(tokens))

@@ -1,6 +1,7 @@
 """Keras 3 on JAX (`KERAS_BACKEND=jax`, without JAX's 64-bit mode): the layers build, train,
-predict and reload, with the TensorFlow backend's bits. Each test runs JAX in a fresh
-interpreter; this process (TensorFlow) computes what JAX must match."""
+predict and reload, with the TensorFlow backend's bits. One JAX interpreter runs the checks
+(and a second one reloads what the first saved); this process (TensorFlow) computes what JAX
+must match."""
 
 import json
 import pathlib
@@ -44,28 +45,31 @@ encoding, rotary = layers.PositionalEncoding(4096, 32), layers.RotaryEmbedding()
 for start in range(0, 4000, 97):
     encoding(np.zeros((1, 1, 32), "float32"), start_index=start)
     rotary(np.zeros((1, 1, 2, 8), "float32"), start_index=start)
-traces = [encoding._eager_functions.traces, rotary._eager_functions.traces]
-print(json.dumps({"dtypes": dtypes, "traces": traces}))
+world = {"dtypes": dtypes, "traces": [encoding._eager_functions.traces, rotary._eager_functions.traces]}
 """
 
 
 @pytest.fixture(scope="module")
-def jax_outputs(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("jax_cases")
+def jax_world(tmp_path_factory):
+    """One JAX interpreter runs every check below; returns its folder, the weights it was given,
+    what it reported, and its layer outputs."""
+    folder = tmp_path_factory.mktemp("jax_world")
     weights = {}
     for name in CASES:
         layer = make_layer(layers, name)
         if layer.weights:
             weights[name] = layer.get_weights()[0]
     np.savez(folder / "weights.npz", **weights)
-    result = json.loads(run_python(f"TESTS = {TESTS!r}\n" + RUN_CASES, folder, env=JAX).splitlines()[-1])
-    return folder, weights, result, np.load(folder / "outputs.npz")
+    script = "\n".join([f"TESTS = {TESTS!r}", RUN_CASES, EVERY_POSITION, TRAIN_AND_SAVE, MASKS_AND_ERRORS,
+                        BACKEND_ERRORS])
+    world = json.loads(run_python(script, folder, env=JAX).splitlines()[-1])
+    return folder, weights, world, np.load(folder / "outputs.npz")
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 @pytest.mark.parametrize("name", CASES)
-def test_jax_layers_give_the_tensorflow_bits(jax_outputs, name, policy):
-    _, weights, result, outputs = jax_outputs
+def test_jax_layers_give_the_tensorflow_bits(jax_world, name, policy):
+    _, weights, result, outputs = jax_world
     class_name, _, inputs, call_arguments = CASES[name]
     layer = make_layer(layers, name, policy, [weights[name]] if name in weights else None)
     assert result["dtypes"][f"{name}-{policy}"] == [layer.compute_dtype] * 2
@@ -82,14 +86,12 @@ def test_jax_layers_give_the_tensorflow_bits(jax_outputs, name, policy):
             assert np.abs(got - expected).max() <= 2 * unit * np.abs(inputs).max(), where
 
 
-def test_jax_eager_calls_trace_once_for_every_offset(jax_outputs):
-    assert jax_outputs[2]["traces"] == [1, 1]
+def test_jax_eager_calls_trace_once_for_every_offset(jax_world):
+    assert jax_world[2]["traces"] == [1, 1]
 
 
 EVERY_POSITION = """
-import numpy as np, jax, keras
 from tf_posenc import PositionalEncoding
-assert keras.backend.backend() == "jax" and not jax.config.jax_enable_x64
 for policy in ("float32", "mixed_bfloat16"):
     inputs = keras.Input((None, 8))
     model = keras.Model(inputs, PositionalEncoding(2**20, 8, dtype=policy)(inputs))
@@ -98,8 +100,8 @@ for policy in ("float32", "mixed_bfloat16"):
 """
 
 
-def test_jax_is_exact_at_every_position_below_2_20(tmp_path):
-    run_python(EVERY_POSITION, tmp_path, env=JAX)
+def test_jax_is_exact_at_every_position_below_2_20(jax_world):
+    folder = jax_world[0]
     expected = reference_table(np.arange(2**20), 8)
     zeros = np.zeros((1, 2**20, 8), "float32")
     # Within half a unit of the output dtype (a unit is 2**-24 in [0.5, 1) for float32, 2**-8
@@ -108,7 +110,7 @@ def test_jax_is_exact_at_every_position_below_2_20(tmp_path):
         tensorflow_rows = layers.PositionalEncoding(2**20, 8, dtype=policy)(zeros)[0]
         nearest = tf.cast(tf.cast(expected, tensorflow_rows.dtype), "float64").numpy()
         tensorflow_rows = tf.cast(tensorflow_rows, "float64").numpy()
-        rows = np.load(tmp_path / f"rows_{policy}.npy").astype(np.float64)
+        rows = np.load(folder / f"rows_{policy}.npy").astype(np.float64)
         for got in (rows, tensorflow_rows):
             assert np.abs(got - expected).max() <= half_unit * 1.001, policy
             assert np.mean(got == nearest) > 0.9999, policy
@@ -119,7 +121,6 @@ def test_jax_is_exact_at_every_position_below_2_20(tmp_path):
 
 
 TRAIN_AND_SAVE = """
-import json, numpy as np, keras
 import tf_posenc
 keras.utils.set_random_seed(0)
 tokens = keras.Input((None,), dtype="int32")
@@ -142,7 +143,7 @@ history = model.fit(data, targets, epochs=8, batch_size=8, verbose=0).history["l
 np.savez("data.npz", *data)
 np.save("expected.npy", model.predict(data, verbose=0))
 model.save("model.keras")
-print(json.dumps([history[0], history[-1]]))
+world["loss"] = [history[0], history[-1]]
 """
 
 RELOAD = """
@@ -153,8 +154,9 @@ print(np.array_equal(model.predict(data, verbose=0), np.load("expected.npy")))
 """
 
 
-def test_jax_models_train_predict_and_reload_from_keras_files(tmp_path):
-    first, last = json.loads(run_python(TRAIN_AND_SAVE, tmp_path, env=JAX).splitlines()[-1])
+def test_jax_models_train_predict_and_reload_from_keras_files(jax_world):
+    tmp_path = jax_world[0]
+    first, last = jax_world[2]["loss"]
     assert last < first
     assert run_python(RELOAD, tmp_path, env=JAX).split()[-1] == "True"
     # The same file on the TensorFlow backend: the same predictions, to float32 rounding of
@@ -166,8 +168,6 @@ def test_jax_models_train_predict_and_reload_from_keras_files(tmp_path):
 
 
 MASKS_AND_ERRORS = """
-import sys, json, numpy as np, keras
-sys.path.insert(0, TESTS)
 from layer_cases import BAD_CALLS
 from helpers import MaskProbe
 import tf_posenc
@@ -188,13 +188,12 @@ for name, (class_name, arguments, inputs, call_arguments, error, _) in BAD_CALLS
             result[f"{name}-{where}"] = None
         except Exception as raised:
             result[f"{name}-{where}"] = [type(raised).__name__, str(raised)]
-print(json.dumps(result))
+world["masks_and_errors"] = result
 """
 
 
-def test_jax_masks_flow_and_errors_are_the_tensorflow_errors(tmp_path):
-    result = json.loads(run_python(f"TESTS = {TESTS!r}\n" + MASKS_AND_ERRORS, tmp_path,
-                                   env=JAX).splitlines()[-1])
+def test_jax_masks_flow_and_errors_are_the_tensorflow_errors(jax_world):
+    result = jax_world[2]["masks_and_errors"]
     assert result["mask"] == [[1, 1, 0, 0], [1, 0, 1, 0]]
     for name, (*_, error, message) in BAD_CALLS.items():
         if name == "fractional-positions":
@@ -209,7 +208,7 @@ def test_jax_masks_flow_and_errors_are_the_tensorflow_errors(tmp_path):
 
 
 BACKEND_ERRORS = """
-import json, keras, tf_posenc.tf_keras
+import tf_posenc.tf_keras
 result = {}
 for family in (tf_posenc.layers, tf_posenc.tf_keras):
     try:
@@ -217,19 +216,23 @@ for family in (tf_posenc.layers, tf_posenc.tf_keras):
         result[family.__name__] = None
     except RuntimeError as raised:
         result[family.__name__] = str(raised)
-print(json.dumps(result))
+world["backend_errors"] = result
+print(json.dumps(world))
 """
 
 
-@pytest.mark.parametrize("backend", ["jax", "numpy"])
-def test_backends_a_family_cannot_run_on_are_named(backend, tmp_path):
-    result = json.loads(run_python(BACKEND_ERRORS, tmp_path, env={**JAX, "KERAS_BACKEND": backend})
-                        .splitlines()[-1])
-    received = f"Received: keras.backend.backend()='{backend}'"
-    if backend == "jax":
-        assert result["tf_posenc.layers"] is None
-    else:
-        assert "runs on the Keras backends tensorflow and jax" in result["tf_posenc.layers"]
-        assert received in result["tf_posenc.layers"]
+def test_jax_runs_keras_3_layers_and_names_the_backend_tf_keras_needs(jax_world):
+    result = jax_world[2]["backend_errors"]
+    assert result["tf_posenc.layers"] is None
     assert "runs on the Keras backends tensorflow; set KERAS_BACKEND" in result["tf_posenc.tf_keras"]
-    assert received in result["tf_posenc.tf_keras"]
+    assert "Received: keras.backend.backend()='jax'" in result["tf_posenc.tf_keras"]
+
+
+def test_a_backend_no_family_runs_on_is_named(monkeypatch):
+    import tf_posenc.tf_keras
+
+    monkeypatch.setattr(keras.backend, "backend", lambda: "numpy")
+    for family, supported in ((layers, "tensorflow and jax"), (tf_posenc.tf_keras, "tensorflow")):
+        with pytest.raises(RuntimeError, match=f"runs on the Keras backends {supported}; set KERAS_BACKEND"
+                           r".*Received: keras.backend.backend\(\)='numpy'"):
+            family.PositionalEncoding(8, 4)

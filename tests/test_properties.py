@@ -2,20 +2,20 @@
 public function. The example counts are bounded so that the suite stays quick."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reference import reference_rotation, reference_table
+from reference import BOUND, ROUNDED_POLICIES, reference_rotation, reference_table, rope_frequencies
 
 import tf_posenc
-from tf_posenc.encoding import rotary_frequencies
 
-BOUND = {"float32": 2**-23, "mixed_float16": 2**-10, "mixed_bfloat16": 2**-7}
 # Derandomized and without an example database, so every run (and CI) checks the same examples.
+pytestmark = pytest.mark.slow  # about 20 s of examples
 CHECKS = settings(max_examples=25, deadline=None, derandomize=True, database=None,
                   suppress_health_check=[HealthCheck.too_slow])
 
-policies = st.sampled_from(sorted(BOUND))
+policies = st.sampled_from(ROUNDED_POLICIES)
 wavelengths = st.one_of(st.integers(2, 100000), st.floats(1.5, 1e6))
 
 
@@ -76,7 +76,7 @@ def test_rotary_embedding_matches_the_reference(dim, start, policy, layout, max_
     x = tf.cast(np.random.default_rng(start).normal(size=(2, 5, dim)), layer.compute_dtype)
     rotated = layer(x, start_index=start)
     exact = reference_rotation(tf.cast(x, tf.float64).numpy(), np.arange(start, start + 5)[None],
-                               rotary_frequencies(dim, max_wavelength), layout)
+                               rope_frequencies(dim, max_wavelength), layout)
     floor = np.abs(tf.cast(tf.cast(exact, layer.compute_dtype), tf.float64).numpy() - exact).max()
     factor = 4 if policy == "float32" else 2
     assert np.abs(tf.cast(rotated, tf.float64).numpy() - exact).max() <= factor * floor + 1e-30
@@ -103,7 +103,6 @@ def test_positions_from_mask_count_real_tokens(rows):
     for row, mask_row in zip(positions, mask, strict=True):
         np.testing.assert_array_equal(row[mask_row], np.arange(mask_row.sum()))
         assert (row[~mask_row] >= 0).all()
-
 
 
 @CHECKS
@@ -141,10 +140,3 @@ def test_patch_encoding_matches_the_reference(d_model, grid_size, cls_token, pol
     assert np.abs(added - expected).max() <= BOUND[policy]
 
 
-@CHECKS
-@given(st.integers(0, 2**20), st.integers(1, 64), wavelengths)
-def test_get_angles_matches_the_formula(position, d_model, max_wavelength):
-    columns = np.arange(d_model)
-    angles = tf_posenc.get_angles(position, columns, d_model, max_wavelength)
-    expected = position / np.power(np.float64(max_wavelength), 2 * (columns // 2) / d_model)
-    np.testing.assert_allclose(angles, expected, rtol=1e-15, atol=0)

@@ -10,11 +10,10 @@ import pytest
 import tensorflow as tf
 from helpers import MaskProbe, run_python
 from layer_checks import run_layer_checks
-from reference import reference_rotation
+from reference import keras_hub_yarn_frequencies, reference_rotation, rope_frequencies
 from test_runtimes import to_onnx, to_tflite
 
 from tf_posenc import RotaryEmbedding, positions_from_mask, shift_matrix
-from tf_posenc.encoding import rotary_frequencies
 
 COMPUTE_DTYPE = {"float32": "float32", "mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 
@@ -37,7 +36,7 @@ def test_rotation_is_exact_at_every_start(layout, policy, start):
     layer = RotaryEmbedding(layout=layout, dtype=policy)
     rotated = layer(tf.constant(x, COMPUTE_DTYPE[policy]), start_index=start)
     assert rotated.dtype == COMPUTE_DTYPE[policy]
-    exact = reference_rotation(x, np.arange(start, start + 64)[None], rotary_frequencies(128), layout)
+    exact = reference_rotation(x, np.arange(start, start + 64)[None], rope_frequencies(128), layout)
     floor = rounding_floor(exact, COMPUTE_DTYPE[policy])
     factor = 4 if policy == "float32" else 2
     assert np.abs(as_float64(rotated) - exact).max() <= factor * floor
@@ -58,7 +57,7 @@ def test_relative_property_survives_a_million_positions_in_bfloat16():
     q, k = (as_float64(tf.cast(rng.normal(size=(1, 1, 1, 128)), "bfloat16")) for _ in range(2))
     layer = RotaryEmbedding(dtype="mixed_bfloat16")
     shift = 2**20 - 64
-    frequencies = rotary_frequencies(128)
+    frequencies = rope_frequencies(128)
 
     def score(m, n):
         rotated_q = as_float64(layer(tf.constant(q, "bfloat16"), start_index=m)).astype(np.float32)
@@ -100,7 +99,7 @@ def test_left_padded_rows_rotate_like_unpadded_ones_with_positions_from_mask():
     np.testing.assert_array_equal(padded[0, 2:], layer(x[:1, 2:]).numpy()[0])
     np.testing.assert_array_equal(padded[1], layer(x[1:]).numpy()[0])
     shared = layer(x, positions=np.array([4, 3, 2, 1, 0])).numpy()
-    exact = reference_rotation(x, np.array([[4, 3, 2, 1, 0]] * 2), rotary_frequencies(8))
+    exact = reference_rotation(x, np.array([[4, 3, 2, 1, 0]] * 2), rope_frequencies(8))
     assert np.abs(shared - exact).max() <= 4 * rounding_floor(exact, "float32")
 
 
@@ -166,9 +165,9 @@ def test_bad_calls_are_clear_errors():
 
 def test_rotary_embedding_passes_the_layer_checks():
     x = np.random.default_rng(6).normal(size=(2, 5, 8)).astype("float32")
-    expected = reference_rotation(x, np.arange(5)[None], rotary_frequencies(8))
+    expected = reference_rotation(x, np.arange(5)[None], rope_frequencies(8))
     run_layer_checks(RotaryEmbedding, {"layout": "interleave"}, x,
-                     expected_output=reference_rotation(x, np.arange(5)[None], rotary_frequencies(8),
+                     expected_output=reference_rotation(x, np.arange(5)[None], rope_frequencies(8),
                                                         "interleave"),
                      expected_trainable_weights=0)
     run_layer_checks(RotaryEmbedding, {}, x, expected_output=expected, expected_trainable_weights=0)
@@ -193,7 +192,7 @@ def test_same_numbers_under_xla_with_one_trace():
     compiled = tf.function(call, jit_compile=True, input_signature=[tf.TensorSpec((None, None, 2, 16))])
     for seq_len in (1, 13, 64):
         x = np.random.default_rng(seq_len).normal(size=(2, seq_len, 2, 16)).astype("float32")
-        exact = reference_rotation(x, np.arange(seq_len)[None], rotary_frequencies(16))
+        exact = reference_rotation(x, np.arange(seq_len)[None], rope_frequencies(16))
         assert np.abs(compiled(x).numpy() - exact).max() <= 4 * rounding_floor(exact, "float32")
     assert len(traces) == 1
 
@@ -217,11 +216,10 @@ RELOAD = """
 import json, sys
 sys.path.insert(0, {tests!r})
 import numpy as np, keras, tf_posenc
-from reference import reference_rotation
-from tf_posenc.encoding import rotary_frequencies
+from reference import reference_rotation, rope_frequencies
 model = keras.models.load_model("rope.keras")
 x = np.random.default_rng(0).normal(size=(1, 40, 2, 8)).astype("float32")
-exact = reference_rotation(x, np.arange(40)[None], rotary_frequencies(8), "interleave")
+exact = reference_rotation(x, np.arange(40)[None], rope_frequencies(8), "interleave")
 print(json.dumps({{"error": float(np.abs(model.predict(x, verbose=0) - exact).max()),
                   "layout": model.get_layer("rope").layout}}))
 """
@@ -231,7 +229,7 @@ import json, sys
 sys.modules["tf_posenc"] = None
 sys.path.insert(0, {tests!r})
 import numpy as np, tensorflow as tf
-from reference import reference_rotation
+from reference import reference_rotation, rope_frequencies
 served = tf.saved_model.load("exported")
 errors = []
 for seq_len in (1, 7, 300):
@@ -257,7 +255,7 @@ def test_keras_file_and_saved_model_reload_in_fresh_processes(tmp_path):
 def test_litert_and_onnxruntime_rotate_like_the_formula(tmp_path):
     model = attention_model()
     x = np.random.default_rng(8).normal(size=(2, 100, 2, 8)).astype("float32")
-    exact = reference_rotation(x, np.arange(100)[None], rotary_frequencies(8))
+    exact = reference_rotation(x, np.arange(100)[None], rope_frequencies(8))
     spec = tf.TensorSpec((None, None, 2, 8), tf.float32)
     for serve in (to_tflite(model, tmp_path), to_onnx(model, spec)):
         assert np.abs(serve(x) - exact).max() <= 4 * rounding_floor(exact, "float32")
@@ -267,10 +265,8 @@ def test_yarn_scale_is_float64_under_a_float64_policy():
     x = np.random.default_rng(3).normal(size=(1, 6, 2, 16))
     layer = RotaryEmbedding(scaling_factor=8.0, rope_type="yarn", original_max_position_embeddings=64,
                             dtype="float64")
-    # YaRN's attention temperature 0.1 ln s + 1 (keras-hub 0.32, RotaryEmbedding._compute_cos_sin).
-    scale = 0.1 * np.log(8.0) + 1
-    frequencies = rotary_frequencies(16, scaling_factor=8.0, rope_type="yarn",
-                                     original_max_position_embeddings=64)
-    expected = reference_rotation(x, np.arange(6)[None], frequencies) * scale
+    # YaRN's attention temperature 0.1 ln s + 1 (keras-hub 0.32, `_compute_cos_sin_embedding`).
+    frequencies = keras_hub_yarn_frequencies(16, factor=8.0, original_max_position_embeddings=64)
+    expected = reference_rotation(x, np.arange(6)[None], frequencies) * (0.1 * np.log(8.0) + 1)
     # The float64 route is good to about 2**-38; the scale rounded to float32 is 3.6e-8 off.
     np.testing.assert_allclose(layer(x).numpy(), expected, rtol=0, atol=1e-10)

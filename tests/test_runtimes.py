@@ -52,6 +52,7 @@ def model_with_every_layer(d_model=16, position=64):
     return keras.Model(tokens, keras.layers.Dense(3)(x))
 
 
+@pytest.mark.slow
 def test_exported_saved_model_holds_no_float64_anywhere(tmp_path):
     model_with_every_layer().export(str(tmp_path / "exported"), verbose=False)
     saved_model = saved_model_pb2.SavedModel()
@@ -151,6 +152,7 @@ def runtime(name, model, d_model, folder):
 
 
 RUNTIMES = ["eager", "graph", "xla", "litert", "onnxruntime"]
+CONVERTERS = ["litert", "onnxruntime"]
 
 
 @pytest.mark.slow
@@ -161,7 +163,8 @@ def test_every_runtime_is_exact_at_every_position_below_2_20(name, tmp_path):
     assert_exact(added, reference_table(np.arange(2**20), 6))
 
 
-@pytest.mark.parametrize("name", RUNTIMES)
+@pytest.mark.parametrize(
+    "name", [pytest.param(name, marks=pytest.mark.slow) if name in CONVERTERS else name for name in RUNTIMES])
 @pytest.mark.parametrize("layout", ["interleave", "concat"])
 def test_every_runtime_serves_lengths_1_100_and_position(name, layout, tmp_path):
     serve = runtime(name, encoding_model(4096, 64, layout), 64, tmp_path)
@@ -176,26 +179,31 @@ sys.path.insert(0, {tests!r})
 import numpy as np, tensorflow as tf
 from reference import reference_table
 from tf_posenc import PositionalEncoding
-layer = PositionalEncoding({length}, {d_model})
-function = tf.function(layer, jit_compile={jit_compile},
-                       input_signature=[tf.TensorSpec((None, None, {d_model}))])
-added = function(tf.zeros((1, {length}, {d_model}))).numpy()[0].astype(np.float64)
-expected = reference_table(np.arange({length}), {d_model})
-print(json.dumps({{"error": float(np.abs(added - expected).max()),
-                  "nearest": float(np.mean(added == expected.astype(np.float32)))}}))
+results = {{}}
+for d_model, length in ((64, 2**20), (1024, 2**16)):
+    expected = reference_table(np.arange(length), d_model)
+    layer = PositionalEncoding(length, d_model)
+    for jit_compile in (False, True):
+        function = tf.function(layer, jit_compile=jit_compile,
+                               input_signature=[tf.TensorSpec((None, None, d_model))])
+        added = function(tf.zeros((1, length, d_model))).numpy()[0].astype(np.float64)
+        results[f"d{{d_model}}-{{'xla' if jit_compile else 'graph'}}"] = {{
+            "error": float(np.abs(added - expected).max()),
+            "nearest": float(np.mean(added == expected.astype(np.float32)))}}
+        del added
+print(json.dumps(results))
 """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
-@pytest.mark.parametrize("d_model, length", [(64, 2**20), (1024, 2**16)], ids=["d64", "d1024"])
-def test_wide_encodings_are_exact_in_graphs(jit_compile, d_model, length, tmp_path):
-    # A fresh process for each: these tables take several GiB on their way.
-    probe = WIDE_PROBE.format(tests=str(pathlib.Path(__file__).parent), length=length,
-                              d_model=d_model, jit_compile=jit_compile)
-    result = json.loads(run_python(probe, tmp_path).splitlines()[-1])
-    assert result["error"] <= FLOAT32_ULP
-    assert result["nearest"] > 0.999
+def test_wide_encodings_are_exact_in_graphs(tmp_path):
+    # A fresh process: these tables take several GiB on their way.
+    probe = WIDE_PROBE.format(tests=str(pathlib.Path(__file__).parent))
+    results = json.loads(run_python(probe, tmp_path).splitlines()[-1])
+    assert set(results) == {"d64-graph", "d64-xla", "d1024-graph", "d1024-xla"}
+    for name, result in results.items():
+        assert result["error"] <= FLOAT32_ULP, name
+        assert result["nearest"] > 0.999, name
 
 
 @pytest.mark.parametrize("d_model", [6, 64], ids=lambda d: f"d{d}")
@@ -237,6 +245,7 @@ def test_litert_and_onnxruntime_serve_an_embedding_model_like_the_formula(tmp_pa
         np.testing.assert_allclose(serve(data), expected, atol=4 * FLOAT32_ULP)
 
 
+@pytest.mark.slow
 def test_past_position_xla_and_litert_give_formula_values_not_clamped_rows(tmp_path):
     model = encoding_model(100, 8)
     xla = runtime("xla", model, 8, tmp_path)
@@ -259,21 +268,21 @@ sys.path.insert(0, {tests!r})
 import numpy as np, tensorflow as tf
 from reference import reference_table
 served = tf.saved_model.load("exported")
-added = served.serve(tf.zeros((1, 65536, 1024))).numpy()[0, -256:].astype(np.float64)
-expected = reference_table(np.arange(65536 - 256, 65536), 1024)
+added = served.serve(tf.zeros((1, 16384, 1024))).numpy()[0, -256:].astype(np.float64)
+expected = reference_table(np.arange(16384 - 256, 16384), 1024)
 print(json.dumps({{"error": float(np.abs(added - expected).max()),
                   "nearest": float(np.mean(added == expected.astype(np.float32)))}}))
 """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape, position", [((None, 1024), 2**24), ((65536, 1024), 65536)],
-                         ids=["none-length-2-24", "static-65536"])
-def test_saved_models_stay_under_one_mib(shape, position, tmp_path):
-    inputs = keras.Input(shape)
-    model = keras.Model(inputs, PositionalEncoding(position, 1024)(inputs))
+def test_a_static_length_saved_model_holds_no_table(tmp_path):
+    # Grappler folds the rows of a static length when the graph is loaded, not when it is saved.
+    # (A `None` length: test_numerics.py::test_large_position_models_save_and_export_small_and_exact.)
+    inputs = keras.Input((16384, 1024))
+    model = keras.Model(inputs, PositionalEncoding(16384, 1024)(inputs))
     model.export(str(tmp_path / "exported"), verbose=False)
-    assert folder_bytes(tmp_path / "exported") <= 2**20
+    assert folder_bytes(tmp_path / "exported") <= 2**20  # the table would be 64 MiB
     probe = SERVE_WITHOUT_TF_POSENC.format(tests=str(pathlib.Path(__file__).parent))
     result = json.loads(run_python(probe, tmp_path).splitlines()[-1])
     assert result["error"] <= FLOAT32_ULP
@@ -287,6 +296,7 @@ def test_the_package_uses_no_private_tensorflow_module():
     assert [name for name, text in sources.items() if "tensorflow.python" in text] == []
 
 
+@pytest.mark.slow
 def test_graphs_make_tensorflow_print_nothing_about_our_ops(tmp_path):
     script = """
 import keras, numpy as np, tf_posenc

@@ -30,6 +30,7 @@ def pair(name, policy):
     return new, make_layer(keras_2, name, policy, new.get_weights())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("name", CASES)
 def test_tf_keras_layers_give_the_keras_3_bits(name, policy):
@@ -56,17 +57,19 @@ def test_tf_keras_layers_raise_the_keras_3_errors(name):
         assert message in str(raised.value), family.__name__
 
 
-@pytest.mark.parametrize("arguments", [
-    {"position": 0, "d_model": 4}, {"position": 8, "d_model": 4, "max_wavelength": 1},
-    {"position": 8, "d_model": 4, "layout": "zigzag"}, {"position": 8, "d_model": 4, "convention": "x"},
+@pytest.mark.parametrize("arguments, message", [
+    ({"position": 0, "d_model": 4},
+     "`position` must be a positive integer. Received: position=0 (of type int)"),
+    ({"position": 8, "d_model": 4, "max_wavelength": 1},
+     "`max_wavelength` must be a finite number greater than 1. Received: max_wavelength=1 (of type int)"),
+    ({"position": 8, "d_model": 4, "layout": "zigzag"}, "`layout` must be one of ('interleave', 'concat')"),
+    ({"position": 8, "d_model": 4, "convention": "x"}, "`convention` must be one of ('paper', "),
 ], ids=["position-0", "wavelength-1", "layout", "convention"])
-def test_tf_keras_constructor_errors_match(arguments):
-    messages = []
-    for family in (keras_3, keras_2):
-        with pytest.raises(ValueError) as raised:
-            family.PositionalEncoding(**arguments)
-        messages.append(str(raised.value))
-    assert messages[0] == messages[1]
+def test_tf_keras_constructors_raise_the_keras_errors(arguments, message):
+    # tf_keras's base class sees the arguments first: its errors must still be ours.
+    with pytest.raises(ValueError) as raised:
+        keras_2.PositionalEncoding(**arguments)
+    assert str(raised.value).startswith(message)
 
 
 def test_each_family_names_the_other_when_given_its_tensors():
@@ -167,6 +170,7 @@ print(json.dumps(result))
 """
 
 
+@pytest.mark.slow
 def test_legacy_keras_users_get_tf_keras_layers_that_train(tmp_path):
     result = json.loads(run_python(LEGACY_WORLD, tmp_path, env=LEGACY).splitlines()[-1])
     assert result["families"] == ["tf_posenc.tf_keras"]

@@ -1,8 +1,13 @@
 """Exact, cheap, serializable sinusoidal positional encoding for TensorFlow/Keras."""
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 import os
+
+from tf_posenc import _command_line_start
+
+if _command_line_start.is_command_line():
+    _command_line_start.import_tensorflow_quietly()
 
 from tf_posenc.encoding import get_angles, positional_encoding, shift_matrix, sincos_2d
 

@@ -68,7 +68,7 @@ def run(seed=0, seq_len=8, d_model=32, epochs=12, train_size=4000, test_size=100
     for with_encoding in (True, False):
         model = build_model(seq_len, d_model, with_encoding)
         if verbose:
-            print(f"\nTraining the model {model.name.replace('_', ' ')} positional encoding")
+            print(f"\nTraining the model {'with' if with_encoding else 'without'} PositionalEncoding")
         model.fit(train_x, train_y, epochs=epochs, batch_size=64, verbose=verbose)
         _, accuracy = model.evaluate(test_x, test_y, verbose=0)
         key = "with_encoding" if with_encoding else "without_encoding"
