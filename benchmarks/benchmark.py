@@ -79,7 +79,8 @@ def make_layer(name, position, d_model, dtype=None):
 
 def float64_formula(position, d_model):
     angles = np.arange(position, dtype=np.float64)[:, None] / np.power(
-        10000.0, 2 * (np.arange(d_model) // 2) / d_model)
+        10000.0, 2 * (np.arange(d_model) // 2) / d_model
+    )
     return np.where(np.arange(d_model) % 2 == 1, np.cos(angles), np.sin(angles))
 
 
@@ -145,14 +146,15 @@ def speed_rows(shapes, repeats):
         for jit in (False, True):
             for dynamic in (False, True):
                 spec = [tf.TensorSpec((None, None, d_model))] if dynamic else None
-                functions = {"bare": tf.function(bare_add(table), jit_compile=jit,
-                                                 input_signature=spec)}
+                functions = {"bare": tf.function(bare_add(table), jit_compile=jit, input_signature=spec)}
                 for name in IMPLEMENTATIONS:
                     functions[name] = traced(name, make_layer(name, position, d_model), x, jit, spec)
                 best = best_times(functions, x, repeats)
-                row = {"shape": f"({batch}, {seq_len}, {d_model}), position={position}",
-                       "mode": ("XLA" if jit else "graph") + (", None length" if dynamic else ""),
-                       "bare add (ms)": f"{best['bare'] * 1e3:.2f}"}
+                row = {
+                    "shape": f"({batch}, {seq_len}, {d_model}), position={position}",
+                    "mode": ("XLA" if jit else "graph") + (", None length" if dynamic else ""),
+                    "bare add (ms)": f"{best['bare'] * 1e3:.2f}",
+                }
                 row.update({name: f"{best[name] / best['bare']:.2f}x" for name in IMPLEMENTATIONS})
                 rows.append(row)
     return rows
@@ -197,11 +199,16 @@ def rotary_drift_rows(dim=128, shift=2**20 - 64, pairs=256):
     rng = np.random.default_rng(7)
     q, k = (tf.cast(rng.normal(size=(pairs, 1, 1, dim)), "bfloat16") for _ in range(2))
     frequencies = 10000.0 ** -(np.arange(0, dim, 2) / dim)
-    exact = np.sum(rotary_reference(tf.cast(q, tf.float64).numpy(), 0, frequencies)
-                   * rotary_reference(tf.cast(k, tf.float64).numpy(), 5, frequencies), axis=(1, 2, 3))
+    exact = np.sum(
+        rotary_reference(tf.cast(q, tf.float64).numpy(), 0, frequencies)
+        * rotary_reference(tf.cast(k, tf.float64).numpy(), 5, frequencies),
+        axis=(1, 2, 3),
+    )
     rows = []
-    for name, layer in (("tf_posenc", tf_posenc.RotaryEmbedding(dtype="mixed_bfloat16")),
-                        ("keras_hub", keras_hub.layers.RotaryEmbedding(dtype="mixed_bfloat16"))):
+    for name, layer in (
+        ("tf_posenc", tf_posenc.RotaryEmbedding(dtype="mixed_bfloat16")),
+        ("keras_hub", keras_hub.layers.RotaryEmbedding(dtype="mixed_bfloat16")),
+    ):
         row = {"implementation": name}
         for m in (0, 4096, 65536, shift):
             rotated_q = tf.cast(layer(q, start_index=m), tf.float32)
@@ -238,17 +245,24 @@ def rotary_speed_rows(shapes, repeats):
         for jit in (False, True):
             for dynamic in (False, True):
                 spec = [tf.TensorSpec((None, None, heads, dim))] if dynamic else None
-                layers = {"table": TableRotation(seq_len, dim),
-                          "tf_posenc": tf_posenc.RotaryEmbedding(),
-                          "keras_hub": keras_hub.layers.RotaryEmbedding()}
-                functions = {name: tf.function(layer, jit_compile=jit, input_signature=spec)
-                             for name, layer in layers.items()}
+                layers = {
+                    "table": TableRotation(seq_len, dim),
+                    "tf_posenc": tf_posenc.RotaryEmbedding(),
+                    "keras_hub": keras_hub.layers.RotaryEmbedding(),
+                }
+                functions = {
+                    name: tf.function(layer, jit_compile=jit, input_signature=spec)
+                    for name, layer in layers.items()
+                }
                 best = best_times(functions, x, repeats)
-                row = {"shape": f"({batch}, {seq_len}, {heads}, {dim})",
-                       "mode": ("XLA" if jit else "graph") + (", None length" if dynamic else ""),
-                       "table rotation (ms)": f"{best['table'] * 1e3:.2f}"}
-                row.update({name: f"{best[name] / best['table']:.2f}x"
-                            for name in ("tf_posenc", "keras_hub")})
+                row = {
+                    "shape": f"({batch}, {seq_len}, {heads}, {dim})",
+                    "mode": ("XLA" if jit else "graph") + (", None length" if dynamic else ""),
+                    "table rotation (ms)": f"{best['table'] * 1e3:.2f}",
+                }
+                row.update(
+                    {name: f"{best[name] / best['table']:.2f}x" for name in ("tf_posenc", "keras_hub")}
+                )
                 rows.append(row)
     return rows
 
@@ -258,18 +272,28 @@ def eager_rows():
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "eager.py")
     rows = []
     for backend in ("tensorflow", "jax"):
-        completed = subprocess.run([sys.executable, script], capture_output=True, text=True,
-                                   env={**os.environ, "KERAS_BACKEND": backend}, timeout=900)
+        completed = subprocess.run(
+            [sys.executable, script],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "KERAS_BACKEND": backend},
+            timeout=900,
+        )
         if completed.returncode:
             rows.append({"backend": backend, "eager call": "failed: " + completed.stderr[-200:]})
             continue
         result = json.loads(completed.stdout.strip().splitlines()[-1])
         for case, times in result["milliseconds"].items():
-            rows.append({"backend": backend, "eager call": case,
-                         "tf_posenc (ms)": f"{times['tf_posenc']:.2f}",
-                         "keras_hub (ms)": f"{times['keras_hub']:.2f}",
-                         "table (ms)": f"{times['table']:.2f}",
-                         "tf_posenc / keras_hub": f"{times['tf_posenc'] / times['keras_hub']:.2f}x"})
+            rows.append(
+                {
+                    "backend": backend,
+                    "eager call": case,
+                    "tf_posenc (ms)": f"{times['tf_posenc']:.2f}",
+                    "keras_hub (ms)": f"{times['keras_hub']:.2f}",
+                    "table (ms)": f"{times['table']:.2f}",
+                    "tf_posenc / keras_hub": f"{times['tf_posenc'] / times['keras_hub']:.2f}x",
+                }
+            )
     return rows
 
 
@@ -277,10 +301,22 @@ def graph_step_rows(repeats):
     """A decoding step in a `tf.function` with a tensor `start_index`, next to keras-hub's."""
     import keras_hub
 
-    cases = [("PositionalEncoding (1, 1, 512)", (1, 1, 512), tf_posenc.PositionalEncoding(2048, 512),
-              lambda layer, x, t: x + layer(x, start_index=t), keras_hub.layers.SinePositionEncoding()),
-             ("RotaryEmbedding (1, 1, 8, 64)", (1, 1, 8, 64), tf_posenc.RotaryEmbedding(),
-              lambda layer, x, t: layer(x, start_index=t), keras_hub.layers.RotaryEmbedding())]
+    cases = [
+        (
+            "PositionalEncoding (1, 1, 512)",
+            (1, 1, 512),
+            tf_posenc.PositionalEncoding(2048, 512),
+            lambda layer, x, t: x + layer(x, start_index=t),
+            keras_hub.layers.SinePositionEncoding(),
+        ),
+        (
+            "RotaryEmbedding (1, 1, 8, 64)",
+            (1, 1, 8, 64),
+            tf_posenc.RotaryEmbedding(),
+            lambda layer, x, t: layer(x, start_index=t),
+            keras_hub.layers.RotaryEmbedding(),
+        ),
+    ]
     rows = []
     for case, shape, ours, add_theirs, theirs in cases:
         x = tf.random.normal(shape)
@@ -288,8 +324,9 @@ def graph_step_rows(repeats):
         steps = [tf.constant(t) for t in range(100, 200)]
         functions = {
             "tf_posenc": tf.function(lambda x, t, ours=ours: ours(x, start_index=t), input_signature=spec),
-            "keras_hub": tf.function(lambda x, t, call=add_theirs, theirs=theirs: call(theirs, x, t),
-                                     input_signature=spec),
+            "keras_hub": tf.function(
+                lambda x, t, call=add_theirs, theirs=theirs: call(theirs, x, t), input_signature=spec
+            ),
         }
         best = dict.fromkeys(functions, float("inf"))
         for function in functions.values():
@@ -301,10 +338,14 @@ def graph_step_rows(repeats):
                     result = function(x, t)
                 result.numpy()
                 best[name] = min(best[name], (time.perf_counter() - started) / len(steps))
-        rows.append({"tf.function step, tensor start_index": case,
-                     "tf_posenc (ms)": f"{best['tf_posenc'] * 1e3:.2f}",
-                     "keras_hub (ms)": f"{best['keras_hub'] * 1e3:.2f}",
-                     "tf_posenc / keras_hub": f"{best['tf_posenc'] / best['keras_hub']:.2f}x"})
+        rows.append(
+            {
+                "tf.function step, tensor start_index": case,
+                "tf_posenc (ms)": f"{best['tf_posenc'] * 1e3:.2f}",
+                "keras_hub (ms)": f"{best['keras_hub'] * 1e3:.2f}",
+                "tf_posenc / keras_hub": f"{best['tf_posenc'] / best['keras_hub']:.2f}x",
+            }
+        )
     return rows
 
 
@@ -329,8 +370,7 @@ print(json.dumps({{"seconds": seconds, "mib": extra_peak_mib(before)}}))
 
 
 def run_probe(code, timeout=900):
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                               timeout=timeout)
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
     if completed.returncode:
         return None
     return json.loads(completed.stdout.strip().splitlines()[-1])
@@ -345,10 +385,8 @@ def build_rows(configs):
             if name in skip:
                 row[name] = skip[name]
                 continue
-            result = run_probe(BUILD_PROBE.format(here=here, name=name, position=position,
-                                                  d_model=d_model))
-            row[name] = ("failed" if result is None
-                         else f"{result['seconds']:.2f} s, {result['mib']:.0f} MiB")
+            result = run_probe(BUILD_PROBE.format(here=here, name=name, position=position, d_model=d_model))
+            row[name] = "failed" if result is None else f"{result['seconds']:.2f} s, {result['mib']:.0f} MiB"
         rows.append(row)
     return rows
 
@@ -356,8 +394,9 @@ def build_rows(configs):
 def folder_bytes(path):
     if os.path.isfile(path):
         return os.path.getsize(path)
-    return sum(os.path.getsize(os.path.join(root, name))
-               for root, _, names in os.walk(path) for name in names)
+    return sum(
+        os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names
+    )
 
 
 def artifact_rows(position, d_model):
@@ -368,12 +407,14 @@ def artifact_rows(position, d_model):
         with tempfile.TemporaryDirectory() as folder:
             model.save(os.path.join(folder, "model.keras"))
             model.export(os.path.join(folder, "exported"), verbose=False)
-            rows.append({
-                "implementation": name,
-                "model": f"Input((None, {d_model})) -> layer(position={position}, d_model={d_model})",
-                ".keras": f"{folder_bytes(os.path.join(folder, 'model.keras')) / 2**20:.3f} MiB",
-                "SavedModel": f"{folder_bytes(os.path.join(folder, 'exported')) / 2**20:.3f} MiB",
-            })
+            rows.append(
+                {
+                    "implementation": name,
+                    "model": f"Input((None, {d_model})) -> layer(position={position}, d_model={d_model})",
+                    ".keras": f"{folder_bytes(os.path.join(folder, 'model.keras')) / 2**20:.3f} MiB",
+                    "SavedModel": f"{folder_bytes(os.path.join(folder, 'exported')) / 2**20:.3f} MiB",
+                }
+            )
     return rows
 
 
@@ -392,8 +433,10 @@ def machine():
                 model = line.split(":", 1)[1].strip()
                 break
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (f"{model}, {os.cpu_count()} cores, {memory:.0f} GiB, no GPU; Python "
-            f"{platform.python_version()}, TensorFlow {tf.__version__}, Keras {keras.__version__}")
+    return (
+        f"{model}, {os.cpu_count()} cores, {memory:.0f} GiB, no GPU; Python "
+        f"{platform.python_version()}, TensorFlow {tf.__version__}, Keras {keras.__version__}"
+    )
 
 
 def main():

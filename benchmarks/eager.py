@@ -31,7 +31,8 @@ def table(d_model):
 def rotation_tables(dim):
     angles = np.arange(POSITION)[:, None] * 10000.0 ** -(np.arange(0, dim, 2) / dim)
     return ops.convert_to_tensor(np.cos(angles)[:, None].astype("float32")), ops.convert_to_tensor(
-        np.sin(angles)[:, None].astype("float32"))
+        np.sin(angles)[:, None].astype("float32")
+    )
 
 
 def table_rotation(x, start, cos, sin):

@@ -12,8 +12,9 @@ def run_python(code, cwd, timeout=300, env=None):
     """
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONWARNINGS": "ignore", **(env or {})}
     env = {name: value for name, value in env.items() if value is not None}
-    completed = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env,
-                               capture_output=True, text=True, timeout=timeout)
+    completed = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert completed.returncode == 0, completed.stderr[-4000:]
     return completed.stdout
 

@@ -8,8 +8,9 @@ import tensorflow as tf
 from reference import BOUND
 
 
-def run_layer_checks(layer_class, init_kwargs, input_data, expected_output,
-                     expected_trainable_weights, supports_masking=True):
+def run_layer_checks(
+    layer_class, init_kwargs, input_data, expected_output, expected_trainable_weights, supports_masking=True
+):
     """Config and serialization round trips, masking, weights, symbolic, eager, fit, dtypes."""
     layer = layer_class(**init_kwargs)
     config = json.loads(json.dumps(layer.get_config()))

@@ -55,14 +55,24 @@ def rope_frequencies(dim, base=10000):
     return 1.0 / np.power(np.float64(base), np.arange(0, dim, 2) / dim)
 
 
-def keras_hub_yarn_frequencies(dim, base=10000, factor=1.0, beta_fast=32.0, beta_slow=1.0,
-                               original_max_position_embeddings=4096, truncate=True):
+def keras_hub_yarn_frequencies(
+    dim,
+    base=10000,
+    factor=1.0,
+    beta_fast=32.0,
+    beta_slow=1.0,
+    original_max_position_embeddings=4096,
+    truncate=True,
+):
     """keras-hub 0.32's `RotaryEmbedding._get_yarn_inverse_freq`, restated in float64."""
     extrapolated = 1.0 / np.power(np.float64(base), np.arange(0, dim, 2) / dim)
 
     def correction_dim(rotations):
-        return dim * math.log(original_max_position_embeddings / (rotations * 2 * math.pi)) / (
-            2 * math.log(base))
+        return (
+            dim
+            * math.log(original_max_position_embeddings / (rotations * 2 * math.pi))
+            / (2 * math.log(base))
+        )
 
     low, high = correction_dim(beta_fast), correction_dim(beta_slow)
     if truncate:

@@ -25,8 +25,7 @@ from tf_posenc import (
 )
 
 
-def timing_signal(length, channels, min_timescale=1.0, max_timescale=1.0e4, start_index=0,
-                  divide=False):
+def timing_signal(length, channels, min_timescale=1.0, max_timescale=1.0e4, start_index=0, divide=False):
     """tensor2tensor's `get_timing_signal_1d` (and TF Model Garden's RelativePositionEmbedding)."""
     position = np.arange(length, dtype=np.float64) + start_index
     num_timescales = channels // 2
@@ -73,8 +72,9 @@ def mae_table(embed_dim, grid_size, cls_token=False):
     return np.concatenate([np.zeros([1, embed_dim]), table], axis=0) if cls_token else table
 
 
-def timestep_reference(timesteps, dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
-                       max_period=10000):
+def timestep_reference(
+    timesteps, dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1, max_period=10000
+):
     """diffusers' `get_timestep_embedding` (DDPM's with the defaults here)."""
     half_dim = dim // 2
     exponent = -math.log(max_period) * np.arange(half_dim) / (half_dim - downscale_freq_shift)
@@ -98,10 +98,12 @@ def added_to_zeros(layer, shape):
 @pytest.mark.parametrize("min_timescale", [1.0, 2.0], ids=["min1", "min2"])
 @pytest.mark.parametrize("policy", ROUNDED_POLICIES)
 def test_tensor2tensor_timing_signal(channels, min_timescale, policy):
-    layer = PositionalEncoding(4096, channels, convention="tensor2tensor", min_timescale=min_timescale,
-                               dtype=policy)
-    added = tf.cast(layer(tf.zeros((1, 300, channels), layer.compute_dtype), start_index=3000),
-                    tf.float64).numpy()[0]
+    layer = PositionalEncoding(
+        4096, channels, convention="tensor2tensor", min_timescale=min_timescale, dtype=policy
+    )
+    added = tf.cast(
+        layer(tf.zeros((1, 300, channels), layer.compute_dtype), start_index=3000), tf.float64
+    ).numpy()[0]
     expected = timing_signal(300, channels, min_timescale, start_index=3000)
     assert np.abs(added - expected).max() <= BOUND[policy]
     table = positional_encoding(300, channels, convention="tensor2tensor", min_timescale=min_timescale)
@@ -112,10 +114,26 @@ def test_tensor2tensor_timing_signal(channels, min_timescale, policy):
 # `official.nlp.modeling.layers.RelativePositionEmbedding(hidden_size, min_timescale,
 # max_timescale=1e4)(None, length=4)[3]`, computed there in float32).
 MODEL_GARDEN_ROW_3 = {
-    (8, 1.0): [0.14112000167369843, 0.13879810273647308, 0.006463258992880583, 0.0002999999560415745,
-               -0.9899924993515015, 0.9903206825256348, 0.9999791383743286, 0.9999999403953552],
-    (8, 2.0): [-0.279415488243103, 0.34372633695602417, 0.02051827311515808, 0.0012000001734122634,
-               0.9601702690124512, 0.9390698671340942, 0.9997894763946533, 0.9999992847442627],
+    (8, 1.0): [
+        0.14112000167369843,
+        0.13879810273647308,
+        0.006463258992880583,
+        0.0002999999560415745,
+        -0.9899924993515015,
+        0.9903206825256348,
+        0.9999791383743286,
+        0.9999999403953552,
+    ],
+    (8, 2.0): [
+        -0.279415488243103,
+        0.34372633695602417,
+        0.02051827311515808,
+        0.0012000001734122634,
+        0.9601702690124512,
+        0.9390698671340942,
+        0.9997894763946533,
+        0.9999992847442627,
+    ],
 }
 
 
@@ -128,8 +146,9 @@ def test_tensor2tensor_matches_values_printed_by_model_garden(hidden_size, min_t
 
 
 def test_tensor2tensor_documented_timescales_divide():
-    added = added_to_zeros(PositionalEncoding(64, 8, convention="tensor2tensor_documented",
-                                              min_timescale=2.0), (1, 64, 8))[0]
+    added = added_to_zeros(
+        PositionalEncoding(64, 8, convention="tensor2tensor_documented", min_timescale=2.0), (1, 64, 8)
+    )[0]
     assert np.abs(added - timing_signal(64, 8, 2.0, divide=True)).max() <= 2**-23
     assert np.abs(added - timing_signal(64, 8, 2.0)).max() > 0.1  # the code's form differs
 
@@ -146,8 +165,9 @@ def test_fairseq_table(dim):
 def test_fairseq_padding_idx_positions_and_zero_rows():
     padding_idx = 1
     tokens = np.array([[5, 6, 7, 1, 1], [1, 1, 8, 9, 4]])  # right and left padding
-    layer = PositionalEmbedding(10, 8, position=16, convention="fairseq", padding_idx=padding_idx,
-                                embeddings_initializer="zeros")
+    layer = PositionalEmbedding(
+        10, 8, position=16, convention="fairseq", padding_idx=padding_idx, embeddings_initializer="zeros"
+    )
     added = layer(tokens).numpy()
     table = fairseq_table(16, 8, padding_idx)
     expected = table[fairseq_positions(tokens, padding_idx)]
@@ -180,10 +200,12 @@ def test_patch_layer_adds_the_mae_table_to_both_shapes(policy):
 
 @pytest.mark.parametrize(
     "kwargs, shape, message",
-    [({"grid_size": 4, "d_model": 6}, None, r"`d_model` must be a multiple of 4"),
-     ({"grid_size": 4, "d_model": 8}, (1, 15, 8), r"must have shape \(batch, 16, 8\)"),
-     ({"grid_size": 4, "d_model": 8, "cls_token": True}, (1, 4, 4, 8), r"without a class token"),
-     ({"grid_size": 4, "d_model": 8, "cls_token": 1}, None, r"`cls_token` must be a boolean")],
+    [
+        ({"grid_size": 4, "d_model": 6}, None, r"`d_model` must be a multiple of 4"),
+        ({"grid_size": 4, "d_model": 8}, (1, 15, 8), r"must have shape \(batch, 16, 8\)"),
+        ({"grid_size": 4, "d_model": 8, "cls_token": True}, (1, 4, 4, 8), r"without a class token"),
+        ({"grid_size": 4, "d_model": 8, "cls_token": 1}, None, r"`cls_token` must be a boolean"),
+    ],
     ids=["width", "patches", "grid-with-cls", "cls-type"],
 )
 def test_patch_layer_errors(kwargs, shape, message):
@@ -196,8 +218,12 @@ def test_patch_layer_errors(kwargs, shape, message):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{}, {"flip_sin_to_cos": True, "downscale_freq_shift": 0}, {"scale": 1000.0},
-     {"max_period": 100, "downscale_freq_shift": 0.5}],
+    [
+        {},
+        {"flip_sin_to_cos": True, "downscale_freq_shift": 0},
+        {"scale": 1000.0},
+        {"max_period": 100, "downscale_freq_shift": 0.5},
+    ],
     ids=["ddpm", "stable-diffusion", "scaled", "period-and-shift"],
 )
 @pytest.mark.parametrize("dim", [32, 33, 320], ids=lambda d: f"d{d}")
@@ -229,11 +255,17 @@ def test_timestep_embedding_errors():
 
 @pytest.mark.parametrize(
     "layer, data",
-    [(PositionalEncoding(16, 9, convention="fairseq", name="l"), np.zeros((2, 5, 9), "float32")),
-     (PositionalEmbedding(10, 8, 16, convention="tensor2tensor", min_timescale=2.0, padding_idx=1,
-                          name="l"), np.array([[2, 3, 1]])),
-     (PatchPositionalEncoding(2, 8, cls_token=True, name="l"), np.zeros((1, 5, 8), "float32")),
-     (TimestepEmbedding(9, flip_sin_to_cos=True, scale=2.0, name="l"), np.array([3, 4]))],
+    [
+        (PositionalEncoding(16, 9, convention="fairseq", name="l"), np.zeros((2, 5, 9), "float32")),
+        (
+            PositionalEmbedding(
+                10, 8, 16, convention="tensor2tensor", min_timescale=2.0, padding_idx=1, name="l"
+            ),
+            np.array([[2, 3, 1]]),
+        ),
+        (PatchPositionalEncoding(2, 8, cls_token=True, name="l"), np.zeros((1, 5, 8), "float32")),
+        (TimestepEmbedding(9, flip_sin_to_cos=True, scale=2.0, name="l"), np.array([3, 4])),
+    ],
     ids=["fairseq", "tensor2tensor-embedding", "patches", "timesteps"],
 )
 def test_configs_round_trip_and_reload(layer, data, tmp_path):

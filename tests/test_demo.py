@@ -22,8 +22,9 @@ def test_sentences_hold_one_dog_and_one_couch_and_label_their_order():
 
 @pytest.mark.slow
 def test_demo_command_learns_word_order_only_with_the_encoding():
-    completed = subprocess.run([sys.executable, "-m", "tf_posenc", "demo", "--json"],
-                               capture_output=True, text=True, timeout=600)
+    completed = subprocess.run(
+        [sys.executable, "-m", "tf_posenc", "demo", "--json"], capture_output=True, text=True, timeout=600
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     results = json.loads(completed.stdout.strip().splitlines()[-1])
     assert results["accuracy_with_encoding"] > 0.95

@@ -28,11 +28,14 @@ data = rng.integers(1, 20, size=(64, 12)).astype("int32")
 targets = rng.normal(size=(64, 1)).astype("float32")
 """
 
-MIRRORED = """
+MIRRORED = (
+    """
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-""" + MODEL + """
+"""
+    + MODEL
+    + """
 import json
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 with strategy.scope():
@@ -49,6 +52,7 @@ print(json.dumps({
     "difference": float(np.abs(model.predict(data, verbose=0) - single.predict(data, verbose=0)).max()),
 }))
 """
+)
 
 
 def test_mirrored_strategy_on_two_devices_matches_one_device(tmp_path):
@@ -61,7 +65,9 @@ def test_mirrored_strategy_on_two_devices_matches_one_device(tmp_path):
 
 # Keras 3's `fit` does not run under MultiWorkerMirroredStrategy yet (keras-team/keras#20585),
 # so each worker trains with a custom loop: strategy.run over a distributed dataset.
-WORKER = MODEL + """
+WORKER = (
+    MODEL
+    + """
 import json, sys
 import tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -90,6 +96,7 @@ losses = [float(np.mean([train_step(batch) for batch in distributed])) for _ in 
 np.savez(sys.argv[1], *model.get_weights())
 print(json.dumps({"workers": strategy.num_replicas_in_sync, "losses": losses}))
 """
+)
 
 
 def free_ports(count):
@@ -108,12 +115,22 @@ def test_multi_worker_mirrored_strategy_with_two_local_workers(tmp_path):
     cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
     workers = []
     for index in range(2):
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONWARNINGS": "ignore",
-               "TF_CONFIG": json.dumps({"cluster": cluster,
-                                        "task": {"type": "worker", "index": index}})}
-        workers.append(subprocess.Popen(
-            [sys.executable, str(script), str(tmp_path / f"weights{index}.npz")],
-            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        env = {
+            **os.environ,
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "PYTHONWARNINGS": "ignore",
+            "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
+        }
+        workers.append(
+            subprocess.Popen(
+                [sys.executable, str(script), str(tmp_path / f"weights{index}.npz")],
+                cwd=tmp_path,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     results = []
     try:
         for worker in workers:

@@ -56,14 +56,28 @@ def test_eager_calls_inside_a_graph_leave_the_graph_as_it_was():
 
 @pytest.mark.parametrize(
     "call, error, message",
-    [(lambda layer: layer(tf.zeros((1, 3, 8)), start_index=tf.constant(30)),
-      tf.errors.InvalidArgumentError, "longer than `position`"),
-     (lambda layer: layer(tf.zeros((1, 3, 8)), start_index=tf.constant(-1)),
-      tf.errors.InvalidArgumentError, "`start_index` must be non-negative"),
-     (lambda layer: layer(tf.zeros((1, 3, 8)), positions=tf.constant([0, 1, 32])),
-      tf.errors.InvalidArgumentError, "every position must be below position=32"),
-     (lambda layer: layer(tf.zeros((1, 3, 8)), start_index=30),
-      ValueError, "start_index + seq_len must be at most position=32")],
+    [
+        (
+            lambda layer: layer(tf.zeros((1, 3, 8)), start_index=tf.constant(30)),
+            tf.errors.InvalidArgumentError,
+            "longer than `position`",
+        ),
+        (
+            lambda layer: layer(tf.zeros((1, 3, 8)), start_index=tf.constant(-1)),
+            tf.errors.InvalidArgumentError,
+            "`start_index` must be non-negative",
+        ),
+        (
+            lambda layer: layer(tf.zeros((1, 3, 8)), positions=tf.constant([0, 1, 32])),
+            tf.errors.InvalidArgumentError,
+            "every position must be below position=32",
+        ),
+        (
+            lambda layer: layer(tf.zeros((1, 3, 8)), start_index=30),
+            ValueError,
+            "start_index + seq_len must be at most position=32",
+        ),
+    ],
     ids=["tensor-start-too-far", "negative-tensor-start", "position-too-big", "python-start-too-far"],
 )
 def test_eager_and_graph_calls_raise_the_same_errors(call, error, message):

@@ -20,22 +20,27 @@ def random_inputs(batch, seq_len, d_model, seed=0):
 
 def test_positional_encoding_passes_the_layer_checks():
     x = random_inputs(2, 7, 6)
-    run_layer_checks(PositionalEncoding, {"position": 16, "d_model": 6}, x,
-                     expected_output=x + reference_table(np.arange(7), 6),
-                     expected_trainable_weights=0)
+    run_layer_checks(
+        PositionalEncoding,
+        {"position": 16, "d_model": 6},
+        x,
+        expected_output=x + reference_table(np.arange(7), 6),
+        expected_trainable_weights=0,
+    )
 
 
 def test_positional_embedding_passes_the_layer_checks():
     tokens = np.array([[1, 4, 2, 0], [3, 3, 0, 0]], dtype="int32")
     layer = PositionalEmbedding(5, 6, 16, embeddings_initializer="ones")
     expected = math.sqrt(6) + reference_table(np.arange(4), 6)
-    np.testing.assert_allclose(layer(tokens).numpy(), np.broadcast_to(expected, (2, 4, 6)),
-                               rtol=1e-6)
-    run_layer_checks(PositionalEmbedding,
-                     {"vocab_size": 5, "d_model": 6, "position": 16, "mask_zero": True,
-                      "embeddings_initializer": "ones"},
-                     tokens, expected_output=np.broadcast_to(expected, (2, 4, 6)),
-                     expected_trainable_weights=1)
+    np.testing.assert_allclose(layer(tokens).numpy(), np.broadcast_to(expected, (2, 4, 6)), rtol=1e-6)
+    run_layer_checks(
+        PositionalEmbedding,
+        {"vocab_size": 5, "d_model": 6, "position": 16, "mask_zero": True, "embeddings_initializer": "ones"},
+        tokens,
+        expected_output=np.broadcast_to(expected, (2, 4, 6)),
+        expected_trainable_weights=1,
+    )
 
 
 # 1. Dtype policies
@@ -97,14 +102,14 @@ def test_same_numbers_eager_graph_and_xla_with_one_trace(jit_compile):
         traces.append(1)
         return layer(x)
 
-    compiled = tf.function(call, jit_compile=jit_compile,
-                           input_signature=[tf.TensorSpec((None, None, 16))])
+    compiled = tf.function(call, jit_compile=jit_compile, input_signature=[tf.TensorSpec((None, None, 16))])
     for seq_len in (1, 13, 64):
         x = random_inputs(3, seq_len, 16, seed=seq_len)
         eager = layer(x).numpy()
         np.testing.assert_allclose(compiled(x).numpy(), eager, atol=2**-22)
-        np.testing.assert_allclose(eager - x, np.broadcast_to(reference_table(np.arange(seq_len), 16),
-                                                              x.shape), atol=2**-22)
+        np.testing.assert_allclose(
+            eager - x, np.broadcast_to(reference_table(np.arange(seq_len), 16), x.shape), atol=2**-22
+        )
     assert len(traces) == 1
 
 
@@ -127,10 +132,10 @@ def test_decoding_one_step_at_a_time_equals_the_full_pass():
     layer = PositionalEncoding(32, 8)
     x = random_inputs(2, 10, 8)
     full = layer(x).numpy()
-    steps = [layer(x[:, t:t + 1], start_index=t).numpy() for t in range(10)]
+    steps = [layer(x[:, t : t + 1], start_index=t).numpy() for t in range(10)]
     np.testing.assert_array_equal(np.concatenate(steps, axis=1), full)
     step = tf.function(lambda x, t: layer(x, start_index=t))
-    traced = [step(x[:, t:t + 1], tf.constant(t)).numpy() for t in range(10)]
+    traced = [step(x[:, t : t + 1], tf.constant(t)).numpy() for t in range(10)]
     np.testing.assert_array_equal(np.concatenate(traced, axis=1), full)
     # Against the formula too: x + PE, each sum rounded once to float32.
     expected = x + reference_table(np.arange(10), 8)
@@ -141,7 +146,7 @@ def test_positional_embedding_decodes_step_by_step():
     layer = PositionalEmbedding(10, 8, 16)
     tokens = np.array([[4, 2, 7, 1]])
     full = layer(tokens).numpy()
-    steps = [layer(tokens[:, t:t + 1], start_index=t).numpy() for t in range(4)]
+    steps = [layer(tokens[:, t : t + 1], start_index=t).numpy() for t in range(4)]
     np.testing.assert_array_equal(np.concatenate(steps, axis=1), full)
     table = layer.token_embedding.embeddings.numpy().astype(np.float64)
     expected = table[tokens] * np.sqrt(8) + reference_table(np.arange(4), 8)
@@ -159,28 +164,41 @@ def test_positions_pick_rows(shape):
 
 @pytest.mark.parametrize(
     "kwargs, error, message",
-    [({"start_index": 30}, ValueError, r"start_index \+ seq_len must be at most position=32"),
-     ({"start_index": -1}, ValueError, r"`start_index` must be a non-negative integer"),
-     ({"start_index": 1.5}, TypeError, r"`start_index` must hold integers"),
-     ({"start_index": tf.constant([1, 2])}, ValueError, r"`start_index` must be a scalar"),
-     ({"positions": [0, 1, 32]}, tf.errors.InvalidArgumentError, r"every position must be below"),
-     ({"positions": [0, -1, 2]}, tf.errors.InvalidArgumentError, r"must be non-negative"),
-     ({"positions": [0.0, 1.5, 2.0]}, tf.errors.InvalidArgumentError, r"must hold whole numbers"),
-     ({"positions": ["0", "1", "2"]}, TypeError, r"`positions` must hold integers, or floats"),
-     ({"positions": [0, 1]}, ValueError, r"one entry per step of `inputs` \(seq_len=3\)"),
-     ({"positions": [[0, 1, 2]] * 2}, ValueError, r"one row per example of `inputs` \(batch=1\)"),
-     ({"positions": [1, 2, 3], "start_index": 2}, ValueError, r"either `start_index` or `positions`")],
-    ids=["past-end", "negative-start", "float-start", "vector-start", "position-too-big",
-         "negative-position", "fractional-positions", "string-positions", "wrong-length",
-         "wrong-batch", "both"],
+    [
+        ({"start_index": 30}, ValueError, r"start_index \+ seq_len must be at most position=32"),
+        ({"start_index": -1}, ValueError, r"`start_index` must be a non-negative integer"),
+        ({"start_index": 1.5}, TypeError, r"`start_index` must hold integers"),
+        ({"start_index": tf.constant([1, 2])}, ValueError, r"`start_index` must be a scalar"),
+        ({"positions": [0, 1, 32]}, tf.errors.InvalidArgumentError, r"every position must be below"),
+        ({"positions": [0, -1, 2]}, tf.errors.InvalidArgumentError, r"must be non-negative"),
+        ({"positions": [0.0, 1.5, 2.0]}, tf.errors.InvalidArgumentError, r"must hold whole numbers"),
+        ({"positions": ["0", "1", "2"]}, TypeError, r"`positions` must hold integers, or floats"),
+        ({"positions": [0, 1]}, ValueError, r"one entry per step of `inputs` \(seq_len=3\)"),
+        ({"positions": [[0, 1, 2]] * 2}, ValueError, r"one row per example of `inputs` \(batch=1\)"),
+        ({"positions": [1, 2, 3], "start_index": 2}, ValueError, r"either `start_index` or `positions`"),
+    ],
+    ids=[
+        "past-end",
+        "negative-start",
+        "float-start",
+        "vector-start",
+        "position-too-big",
+        "negative-position",
+        "fractional-positions",
+        "string-positions",
+        "wrong-length",
+        "wrong-batch",
+        "both",
+    ],
 )
 def test_running_past_position_or_bad_offsets_are_clear_errors(kwargs, error, message):
     with pytest.raises(error, match=message):
         PositionalEncoding(32, 8)(tf.zeros((1, 3, 8)), **kwargs)
 
 
-@pytest.mark.parametrize("layer", [PositionalEncoding(2**20, 8), RotaryEmbedding()],
-                         ids=["encoding", "rotary"])
+@pytest.mark.parametrize(
+    "layer", [PositionalEncoding(2**20, 8), RotaryEmbedding()], ids=["encoding", "rotary"]
+)
 def test_every_layer_takes_float_positions_that_hold_whole_numbers(layer):
     # One rule for every layer: tensor2tensor and Model Garden pass positions as floats.
     x = tf.random.normal((2, 4, 8))
@@ -218,8 +236,7 @@ def test_concat_layout_matches_the_text_tutorial_convention():
 def test_max_wavelength_changes_the_frequencies():
     layer = PositionalEncoding(100, 4, max_wavelength=100)
     added = layer(tf.zeros((1, 100, 4))).numpy()[0]
-    np.testing.assert_allclose(added, reference_table(np.arange(100), 4, max_wavelength=100),
-                               atol=2**-23)
+    np.testing.assert_allclose(added, reference_table(np.arange(100), 4, max_wavelength=100), atol=2**-23)
     assert layer.get_config()["max_wavelength"] == 100
 
 
@@ -231,8 +248,7 @@ def test_positional_embedding_scales_by_sqrt_d_model_and_trains_only_its_embeddi
     tokens = np.array([[1, 2, 3]])
     embedded = layer(tokens).numpy()[0]
     table = layer.token_embedding.embeddings.numpy()
-    np.testing.assert_allclose(embedded, table[[1, 2, 3]] * 4 + reference_table(np.arange(3), 16),
-                               atol=1e-6)
+    np.testing.assert_allclose(embedded, table[[1, 2, 3]] * 4 + reference_table(np.arange(3), 16), atol=1e-6)
     assert [w.path for w in layer.trainable_weights] == [layer.token_embedding.embeddings.path]
     assert layer.non_trainable_weights == []
 
@@ -249,10 +265,12 @@ def test_positional_embedding_reloads_from_keras_file(tmp_path):
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"vocab_size": 0}, "`vocab_size` must be a positive integer"),
-     ({"position": "8"}, "`position` must be a positive integer"),
-     ({"mask_zero": 1}, "`mask_zero` must be a boolean"),
-     ({"layout": "halves"}, "`layout` must be one of")],
+    [
+        ({"vocab_size": 0}, "`vocab_size` must be a positive integer"),
+        ({"position": "8"}, "`position` must be a positive integer"),
+        ({"mask_zero": 1}, "`mask_zero` must be a boolean"),
+        ({"layout": "halves"}, "`layout` must be one of"),
+    ],
     ids=["vocab", "position", "mask", "layout"],
 )
 def test_positional_embedding_rejects_bad_arguments(kwargs, message):

@@ -1,4 +1,3 @@
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -8,12 +7,34 @@ from tf_posenc import get_angles, positional_encoding, shift_matrix
 
 # Values printed by the implementation tutorial for seq_length=50, d_model=512:
 # the first three and last three columns of the rows it shows.
-PRINTED_ANGLE_RATES_HEAD = [1.0, 1.0, 9.64661620e-01, 9.64661620e-01, 9.30572041e-01,
-                            9.30572041e-01, 8.97687132e-01, 8.97687132e-01, 8.65964323e-01,
-                            8.65964323e-01, 8.35362547e-01, 8.35362547e-01]
-PRINTED_ANGLE_RATES_TAIL = [1.24093776e-04, 1.24093776e-04, 1.19708503e-04, 1.19708503e-04,
-                            1.15478198e-04, 1.15478198e-04, 1.11397386e-04, 1.11397386e-04,
-                            1.07460783e-04, 1.07460783e-04, 1.03663293e-04, 1.03663293e-04]
+PRINTED_ANGLE_RATES_HEAD = [
+    1.0,
+    1.0,
+    9.64661620e-01,
+    9.64661620e-01,
+    9.30572041e-01,
+    9.30572041e-01,
+    8.97687132e-01,
+    8.97687132e-01,
+    8.65964323e-01,
+    8.65964323e-01,
+    8.35362547e-01,
+    8.35362547e-01,
+]
+PRINTED_ANGLE_RATES_TAIL = [
+    1.24093776e-04,
+    1.24093776e-04,
+    1.19708503e-04,
+    1.19708503e-04,
+    1.15478198e-04,
+    1.15478198e-04,
+    1.11397386e-04,
+    1.11397386e-04,
+    1.07460783e-04,
+    1.07460783e-04,
+    1.03663293e-04,
+    1.03663293e-04,
+]
 PRINTED_ANGLES = {
     1: ([1.0, 1.0, 9.64661620e-01], [1.07460783e-04, 1.03663293e-04, 1.03663293e-04]),
     2: ([2.0, 2.0, 1.92932324e00], [2.14921566e-04, 2.07326586e-04, 2.07326586e-04]),
@@ -23,16 +44,17 @@ PRINTED_ANGLES = {
 }
 PRINTED_ENCODING = {
     0: ([0.0, 1.0, 0.0], [1.0, 0.0, 1.0]),
-    1: ([8.41470985e-01, 5.40302306e-01, 8.21856190e-01],
-        [9.99999994e-01, 1.03663293e-04, 9.99999995e-01]),
-    2: ([9.09297427e-01, -4.16146837e-01, 9.36414739e-01],
-        [9.99999977e-01, 2.07326584e-04, 9.99999979e-01]),
-    47: ([1.23573123e-01, -9.92335469e-01, 9.77189818e-01],
-         [9.99987245e-01, 4.87215549e-03, 9.99988131e-01]),
-    48: ([-7.68254661e-01, -6.40144339e-01, 7.31235909e-01],
-         [9.99986697e-01, 4.97581752e-03, 9.99987621e-01]),
-    49: ([-9.53752653e-01, 3.00592544e-01, -1.44026922e-01],
-         [9.99986137e-01, 5.07947951e-03, 9.99987099e-01]),
+    1: ([8.41470985e-01, 5.40302306e-01, 8.21856190e-01], [9.99999994e-01, 1.03663293e-04, 9.99999995e-01]),
+    2: ([9.09297427e-01, -4.16146837e-01, 9.36414739e-01], [9.99999977e-01, 2.07326584e-04, 9.99999979e-01]),
+    47: ([1.23573123e-01, -9.92335469e-01, 9.77189818e-01], [9.99987245e-01, 4.87215549e-03, 9.99988131e-01]),
+    48: (
+        [-7.68254661e-01, -6.40144339e-01, 7.31235909e-01],
+        [9.99986697e-01, 4.97581752e-03, 9.99987621e-01],
+    ),
+    49: (
+        [-9.53752653e-01, 3.00592544e-01, -1.44026922e-01],
+        [9.99986137e-01, 5.07947951e-03, 9.99987099e-01],
+    ),
 }
 
 
@@ -84,8 +106,13 @@ def test_definition_example_d_model_6_position_2():
 
 @pytest.mark.parametrize(
     "position, d_model, layout",
-    [(50, 512, "interleave"), (7, 5, "interleave"), (1, 1, "interleave"), (64, 16, "concat"),
-     (10_000, 64, "interleave")],
+    [
+        (50, 512, "interleave"),
+        (7, 5, "interleave"),
+        (1, 1, "interleave"),
+        (64, 16, "concat"),
+        (10_000, 64, "interleave"),
+    ],
     ids=["tutorial", "odd-width", "single", "concat", "long"],
 )
 def test_positional_encoding_is_float64_reference_rounded_once(position, d_model, layout):
@@ -115,7 +142,7 @@ def test_table_longer_than_one_chunk_is_seamless():
 def test_shift_matrix_moves_every_row_by_k(k, layout):
     table = reference_table(np.arange(-60, 120), 16, layout=layout)
     shifted = table @ shift_matrix(k, 16, layout=layout).T
-    np.testing.assert_allclose(shifted[60:120], table[60 + k:120 + k], atol=1e-12)
+    np.testing.assert_allclose(shifted[60:120], table[60 + k : 120 + k], atol=1e-12)
 
 
 def test_shift_matrix_is_block_diagonal_rotation():
@@ -123,14 +150,12 @@ def test_shift_matrix_is_block_diagonal_rotation():
     np.testing.assert_allclose(matrix @ matrix.T, np.eye(8), atol=1e-12)
     block = matrix[2:4, 2:4]
     angle = 3 / 10000 ** (2 / 8)
-    np.testing.assert_allclose(block, [[np.cos(angle), np.sin(angle)],
-                                       [-np.sin(angle), np.cos(angle)]])
+    np.testing.assert_allclose(block, [[np.cos(angle), np.sin(angle)], [-np.sin(angle), np.cos(angle)]])
     assert not matrix[:2, 2:].any()
 
 
 def test_shift_matrix_composes():
-    np.testing.assert_allclose(shift_matrix(2, 8) @ shift_matrix(5, 8), shift_matrix(7, 8),
-                               atol=1e-12)
+    np.testing.assert_allclose(shift_matrix(2, 8) @ shift_matrix(5, 8), shift_matrix(7, 8), atol=1e-12)
 
 
 def test_shift_matrix_rejects_odd_width():
@@ -163,15 +188,24 @@ def test_positional_encoding_rejects_bad_d_model(value):
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"layout": "halves"}, "`layout` must be one of"),
-     ({"max_wavelength": 1}, "`max_wavelength` must be a finite number greater than 1"),
-     ({"max_wavelength": "10000"}, "`max_wavelength` must be a finite number greater than 1"),
-     ({"max_wavelength": float("inf")}, "`max_wavelength` must be a finite number greater than 1"),
-     ({"max_wavelength": float("nan")}, "`max_wavelength` must be a finite number greater than 1"),
-     ({"dtype": "int32"}, r"`dtype` must be a floating-point dtype\. Received: dtype='int32'"),
-     ({"dtype": "bool"}, r"`dtype` must be a floating-point dtype")],
-    ids=["layout", "wavelength-one", "wavelength-str", "wavelength-inf", "wavelength-nan",
-         "int-dtype", "bool-dtype"],
+    [
+        ({"layout": "halves"}, "`layout` must be one of"),
+        ({"max_wavelength": 1}, "`max_wavelength` must be a finite number greater than 1"),
+        ({"max_wavelength": "10000"}, "`max_wavelength` must be a finite number greater than 1"),
+        ({"max_wavelength": float("inf")}, "`max_wavelength` must be a finite number greater than 1"),
+        ({"max_wavelength": float("nan")}, "`max_wavelength` must be a finite number greater than 1"),
+        ({"dtype": "int32"}, r"`dtype` must be a floating-point dtype\. Received: dtype='int32'"),
+        ({"dtype": "bool"}, r"`dtype` must be a floating-point dtype"),
+    ],
+    ids=[
+        "layout",
+        "wavelength-one",
+        "wavelength-str",
+        "wavelength-inf",
+        "wavelength-nan",
+        "int-dtype",
+        "bool-dtype",
+    ],
 )
 def test_positional_encoding_rejects_bad_options(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -186,6 +220,4 @@ def test_concat_layout_needs_even_width():
 def test_error_message_shape_is_keras_like():
     with pytest.raises(ValueError) as error:
         positional_encoding(0, 8)
-    assert str(error.value) == (
-        "`position` must be a positive integer. Received: position=0 (of type int)"
-    )
+    assert str(error.value) == ("`position` must be a positive integer. Received: position=0 (of type int)")

@@ -22,8 +22,7 @@ from tf_posenc import PositionalEmbedding, PositionalEncoding, RotaryEmbedding, 
     ids=["encoding", "rotary"],
 )
 def test_integer_inputs_fail_when_the_model_is_built(layer, shape):
-    with pytest.raises(TypeError,
-                       match=r"`inputs` must be a floating-point tensor.*inputs\.dtype=int32"):
+    with pytest.raises(TypeError, match=r"`inputs` must be a floating-point tensor.*inputs\.dtype=int32"):
         layer(keras.Input(shape, dtype="int32"))
 
 
@@ -39,13 +38,13 @@ def test_a_width_only_known_when_the_graph_runs_is_checked_there():
     layer = PositionalEncoding(16, 8)
     serve = tf.function(layer, input_signature=[tf.TensorSpec((None, None, None))])
     assert serve(tf.zeros((1, 3, 8))).shape == (1, 3, 8)
-    with pytest.raises(tf.errors.InvalidArgumentError,
-                       match=r"last dimension of `inputs` must equal d_model=8"):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=r"last dimension of `inputs` must equal d_model=8"
+    ):
         serve(tf.zeros((1, 3, 1)))
 
 
-@pytest.mark.parametrize("layer", [PositionalEncoding(16, 8), RotaryEmbedding()],
-                         ids=["encoding", "rotary"])
+@pytest.mark.parametrize("layer", [PositionalEncoding(16, 8), RotaryEmbedding()], ids=["encoding", "rotary"])
 def test_ragged_inputs_are_refused_by_name(layer):
     ragged = tf.ragged.constant([[[1.0] * 8] * 3, [[1.0] * 8] * 2], ragged_rank=1)
     with pytest.raises(TypeError, match=r"must be a dense tensor: ragged and sparse tensors"):
@@ -71,23 +70,30 @@ def test_automatic_casting_cannot_be_turned_on():
         PositionalEncoding(8, 4, autocast=True)
 
 
-@pytest.mark.parametrize("value, stored",
-                         [(np.int64(500), 500), (np.float32(512.5), 512.5), (np.float64(1e4), 1e4)],
-                         ids=["int64", "float32", "float64"])
+@pytest.mark.parametrize(
+    "value, stored",
+    [(np.int64(500), 500), (np.float32(512.5), 512.5), (np.float64(1e4), 1e4)],
+    ids=["int64", "float32", "float64"],
+)
 def test_numpy_wavelengths_are_stored_as_python_numbers(value, stored):
-    for layer in (PositionalEncoding(8, 4, max_wavelength=value),
-                  PositionalEmbedding(5, 4, 8, max_wavelength=value),
-                  RotaryEmbedding(max_wavelength=value)):
+    for layer in (
+        PositionalEncoding(8, 4, max_wavelength=value),
+        PositionalEmbedding(5, 4, 8, max_wavelength=value),
+        RotaryEmbedding(max_wavelength=value),
+    ):
         config = json.loads(json.dumps(layer.get_config()))
         assert config["max_wavelength"] == stored and type(layer.max_wavelength) in (int, float)
 
 
-@pytest.mark.parametrize("value", [float("inf"), float("nan"), 1, 0.5, "10000"],
-                         ids=["inf", "nan", "one", "half", "str"])
+@pytest.mark.parametrize(
+    "value", [float("inf"), float("nan"), 1, 0.5, "10000"], ids=["inf", "nan", "one", "half", "str"]
+)
 def test_every_layer_refuses_a_bad_wavelength(value):
-    for make in (lambda: PositionalEncoding(8, 4, max_wavelength=value),
-                 lambda: PositionalEmbedding(5, 4, 8, max_wavelength=value),
-                 lambda: RotaryEmbedding(max_wavelength=value)):
+    for make in (
+        lambda: PositionalEncoding(8, 4, max_wavelength=value),
+        lambda: PositionalEmbedding(5, 4, 8, max_wavelength=value),
+        lambda: RotaryEmbedding(max_wavelength=value),
+    ):
         with pytest.raises(ValueError, match=r"`max_wavelength` must be a finite number greater than 1"):
             make()
 
@@ -96,11 +102,13 @@ def test_start_index_limits_are_named_when_known():
     layer = PositionalEncoding(32, 8)
     dynamic = tf.function(lambda x, t: layer(x, start_index=t))
     with pytest.raises(ValueError, match=r"longer than `position`.*start_index=33"):
-        tf.function(lambda x: layer(x, start_index=33),
-                    input_signature=[tf.TensorSpec((None, None, 8))]).get_concrete_function()
+        tf.function(
+            lambda x: layer(x, start_index=33), input_signature=[tf.TensorSpec((None, None, 8))]
+        ).get_concrete_function()
     with pytest.raises(ValueError, match=r"longer than `position`.*start_index=18446744073709551616"):
-        tf.function(lambda x: layer(x, start_index=2**64),
-                    input_signature=[tf.TensorSpec((None, None, 8))]).get_concrete_function()
+        tf.function(
+            lambda x: layer(x, start_index=2**64), input_signature=[tf.TensorSpec((None, None, 8))]
+        ).get_concrete_function()
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"`start_index` must be at most 32"):
         dynamic(tf.zeros((1, 1, 8)), tf.constant(2**63 + 5, tf.uint64))
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"`start_index` must be non-negative"):
@@ -180,10 +188,12 @@ def expected_rows(start, seq_len):
 
 @pytest.mark.slow
 def test_sixteen_threads_get_the_single_threaded_answers(served):
-    requests = [(int(length), int(start)) for length, start in
-                np.random.default_rng(0).integers(1, 32, size=(200, 2))]
-    single = {request: served.serve(tf.zeros((1, request[0], 16)), request[1]).numpy()
-              for request in set(requests)}
+    requests = [
+        (int(length), int(start)) for length, start in np.random.default_rng(0).integers(1, 32, size=(200, 2))
+    ]
+    single = {
+        request: served.serve(tf.zeros((1, request[0], 16)), request[1]).numpy() for request in set(requests)
+    }
     for (length, start), answer in single.items():
         assert np.abs(answer[0] - expected_rows(start, length)).max() <= 2**-23
     failures = []
@@ -206,8 +216,7 @@ def test_keras_predict_from_sixteen_threads_is_the_single_threaded_answer(tmp_pa
     model = keras.Model(tokens, PositionalEmbedding(20, 8, 64)(tokens))
     model.save(tmp_path / "model.keras")
     reloaded = keras.models.load_model(tmp_path / "model.keras")
-    batches = [np.random.default_rng(seed).integers(0, 20, size=(2, 1 + seed % 30))
-               for seed in range(40)]
+    batches = [np.random.default_rng(seed).integers(0, 20, size=(2, 1 + seed % 30)) for seed in range(40)]
     single = [reloaded(batch).numpy() for batch in batches]
     failures = []
 
@@ -222,11 +231,16 @@ def test_keras_predict_from_sixteen_threads_is_the_single_threaded_answer(tmp_pa
 
 @pytest.mark.parametrize(
     "request_args, error, message",
-    [((np.zeros((1, 10, 16), "float32"), 60), tf.errors.InvalidArgumentError, r"longer than `position`"),
-     ((np.zeros((1, 2, 16), "float32"), -3), tf.errors.InvalidArgumentError,
-      r"`start_index` must be non-negative"),
-     ((np.zeros((1, 2, 16), "int32"), 0), (TypeError, ValueError), r"int32|float32"),
-     ((np.zeros((1, 2, 17), "float32"), 0), (TypeError, ValueError), r"17|16")],
+    [
+        ((np.zeros((1, 10, 16), "float32"), 60), tf.errors.InvalidArgumentError, r"longer than `position`"),
+        (
+            (np.zeros((1, 2, 16), "float32"), -3),
+            tf.errors.InvalidArgumentError,
+            r"`start_index` must be non-negative",
+        ),
+        ((np.zeros((1, 2, 16), "int32"), 0), (TypeError, ValueError), r"int32|float32"),
+        ((np.zeros((1, 2, 17), "float32"), 0), (TypeError, ValueError), r"17|16"),
+    ],
     ids=["too-long", "negative-offset", "wrong-dtype", "wrong-width"],
 )
 def test_a_bad_request_gets_a_named_error_and_the_next_is_served(served, request_args, error, message):
@@ -239,8 +253,11 @@ def test_a_bad_request_gets_a_named_error_and_the_next_is_served(served, request
 
 def test_every_public_name_has_a_runnable_example():
     # --doctest-modules runs them; here, that none is missing.
-    missing = [name for name in tf_posenc.__all__
-               if name != "__version__" and ">>>" not in (getattr(tf_posenc, name).__doc__ or "")]
+    missing = [
+        name
+        for name in tf_posenc.__all__
+        if name != "__version__" and ">>>" not in (getattr(tf_posenc, name).__doc__ or "")
+    ]
     assert missing == []
 
 

@@ -60,8 +60,9 @@ def jax_world(tmp_path_factory):
         if layer.weights:
             weights[name] = layer.get_weights()[0]
     np.savez(folder / "weights.npz", **weights)
-    script = "\n".join([f"TESTS = {TESTS!r}", RUN_CASES, EVERY_POSITION, TRAIN_AND_SAVE, MASKS_AND_ERRORS,
-                        BACKEND_ERRORS])
+    script = "\n".join(
+        [f"TESTS = {TESTS!r}", RUN_CASES, EVERY_POSITION, TRAIN_AND_SAVE, MASKS_AND_ERRORS, BACKEND_ERRORS]
+    )
     world = json.loads(run_python(script, folder, env=JAX).splitlines()[-1])
     return folder, weights, world, np.load(folder / "outputs.npz")
 
@@ -233,6 +234,9 @@ def test_a_backend_no_family_runs_on_is_named(monkeypatch):
 
     monkeypatch.setattr(keras.backend, "backend", lambda: "numpy")
     for family, supported in ((layers, "tensorflow and jax"), (tf_posenc.tf_keras, "tensorflow")):
-        with pytest.raises(RuntimeError, match=f"runs on the Keras backends {supported}; set KERAS_BACKEND"
-                           r".*Received: keras.backend.backend\(\)='numpy'"):
+        with pytest.raises(
+            RuntimeError,
+            match=f"runs on the Keras backends {supported}; set KERAS_BACKEND"
+            r".*Received: keras.backend.backend\(\)='numpy'",
+        ):
             family.PositionalEncoding(8, 4)

@@ -45,9 +45,11 @@ def test_functional_model_with_none_sequence_length():
     model = keras.Model(inputs, PositionalEncoding(20, 8)(inputs))
     assert model.output_shape == (None, None, 8)
     x = random_inputs(2, 20, 8)
-    np.testing.assert_allclose(model.predict(x, verbose=0) - x,
-                               np.broadcast_to(reference_table(np.arange(20), 8), x.shape),
-                               atol=2**-22)
+    np.testing.assert_allclose(
+        model.predict(x, verbose=0) - x,
+        np.broadcast_to(reference_table(np.arange(20), 8), x.shape),
+        atol=2**-22,
+    )
 
 
 def test_layer_has_no_weights_for_a_checkpoint_to_overwrite():
@@ -59,11 +61,15 @@ def test_layer_has_no_weights_for_a_checkpoint_to_overwrite():
 
 
 def test_get_config_round_trips_through_json():
-    layer = PositionalEncoding(64, 12, max_wavelength=500, layout="concat", name="pe",
-                               dtype="float64")
+    layer = PositionalEncoding(64, 12, max_wavelength=500, layout="concat", name="pe", dtype="float64")
     config = json.loads(json.dumps(layer.get_config()))
-    assert {"position": 64, "d_model": 12, "max_wavelength": 500, "layout": "concat",
-            "name": "pe"}.items() <= config.items()
+    assert {
+        "position": 64,
+        "d_model": 12,
+        "max_wavelength": 500,
+        "layout": "concat",
+        "name": "pe",
+    }.items() <= config.items()
     clone = PositionalEncoding.from_config(config)
     assert clone.get_config() == layer.get_config()
     x = random_inputs(2, 10, 12).astype("float64")
@@ -87,23 +93,31 @@ BAD_IDS = ["zero", "negative", "float", "str", "none", "bool"]
 @pytest.mark.parametrize("argument", ["position", "d_model"])
 def test_constructor_rejects_bad_sizes(argument, value):
     kwargs = {"position": 10, "d_model": 4, argument: value}
-    with pytest.raises(ValueError, match=rf"`{argument}` must be a positive integer\. "
-                                         rf"Received: {argument}="):
+    with pytest.raises(
+        ValueError,
+        match=rf"`{argument}` must be a positive integer\. "
+        rf"Received: {argument}=",
+    ):
         PositionalEncoding(**kwargs)
 
 
 def test_constructor_refuses_positions_int32_cannot_hold():
-    with pytest.raises(ValueError, match=r"`position` must be at most 2147483647\. "
-                                         r"Received: position=2147483648 \(of type int\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`position` must be at most 2147483647\. "
+        r"Received: position=2147483648 \(of type int\)",
+    ):
         PositionalEncoding(2**31, 4)
 
 
 @pytest.mark.parametrize(
     "shape, message",
-    [((2, 5, 7), r"last dimension of `inputs` must equal `d_model`.*d_model=4"),
-     ((5, 4), r"`inputs` must have rank 3 or more"),
-     ((2, 11, 4), r"longer than `position`.*position=10.*seq_len=11"),
-     ((2, 3, 11, 4), r"longer than `position`.*position=10.*seq_len=11")],
+    [
+        ((2, 5, 7), r"last dimension of `inputs` must equal `d_model`.*d_model=4"),
+        ((5, 4), r"`inputs` must have rank 3 or more"),
+        ((2, 11, 4), r"longer than `position`.*position=10.*seq_len=11"),
+        ((2, 3, 11, 4), r"longer than `position`.*position=10.*seq_len=11"),
+    ],
     ids=["width", "rank2", "too-long", "too-long-rank4"],
 )
 def test_bad_input_shapes_fail_at_build_eagerly_and_symbolically(shape, message):
@@ -132,24 +146,27 @@ def test_too_long_dynamic_sequence_fails_with_a_clear_message_in_tf_function():
     layer = PositionalEncoding(10, 4)
     serve = tf.function(layer, input_signature=[tf.TensorSpec((None, None, 4), tf.float32)])
     serve(tf.zeros((1, 10, 4)))
-    with pytest.raises(tf.errors.InvalidArgumentError,
-                       match=r"The sequence is longer than `position`.*position=10"):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=r"The sequence is longer than `position`.*position=10"
+    ):
         serve(tf.zeros((1, 11, 4)))
 
 
 @pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
 def test_empty_sequence_with_dynamic_length(jit_compile):
     layer = PositionalEncoding(8, 4)
-    serve = tf.function(layer, jit_compile=jit_compile,
-                        input_signature=[tf.TensorSpec((None, None, 4), tf.float32)])
+    serve = tf.function(
+        layer, jit_compile=jit_compile, input_signature=[tf.TensorSpec((None, None, 4), tf.float32)]
+    )
     assert serve(tf.zeros((2, 0, 4))).shape == (2, 0, 4)
     assert layer(np.zeros((2, 0, 4), "float32")).shape == (2, 0, 4)
 
 
 def test_encoding_rows_are_the_table_slice():
     layer = PositionalEncoding(300, 16)
-    np.testing.assert_array_equal(layer.encoding_rows(100, 250).numpy(),
-                                  layer.pos_encoding.numpy()[:, 100:250])
+    np.testing.assert_array_equal(
+        layer.encoding_rows(100, 250).numpy(), layer.pos_encoding.numpy()[:, 100:250]
+    )
     assert layer.encoding_rows(7, 7).shape == (1, 0, 16)
     for start, stop in ((5, 4), (0, 301), (-1, 3)):
         with pytest.raises(ValueError, match=r"`(encoding_rows|start)`"):
@@ -158,8 +175,11 @@ def test_encoding_rows_are_the_table_slice():
 
 def test_a_long_table_points_to_encoding_rows():
     layer = PositionalEncoding(2**24, 1024)
-    with pytest.raises(ValueError, match=r"position \* d_model = 17179869184 values, more than "
-                                         r"4194304; use `encoding_rows\(start, stop\)`"):
+    with pytest.raises(
+        ValueError,
+        match=r"position \* d_model = 17179869184 values, more than "
+        r"4194304; use `encoding_rows\(start, stop\)`",
+    ):
         _ = layer.pos_encoding
     last = layer.encoding_rows(2**24 - 3, 2**24).numpy()[0]
     assert np.abs(last - reference_table(np.arange(2**24 - 3, 2**24), 1024)).max() <= 2**-23
@@ -174,15 +194,18 @@ def test_keras_hub_shapes_pass_the_layer_checks(shape):
     from layer_checks import run_layer_checks
 
     x = np.random.default_rng(0).uniform(size=shape).astype("float32")
-    run_layer_checks(PositionalEncoding, {"position": 16, "d_model": 6}, x,
-                     expected_output=x + reference_table(np.arange(4), 6),
-                     expected_trainable_weights=0)
+    run_layer_checks(
+        PositionalEncoding,
+        {"position": 16, "d_model": 6},
+        x,
+        expected_output=x + reference_table(np.arange(4), 6),
+        expected_trainable_weights=0,
+    )
 
 
 @pytest.mark.parametrize(
     "shape, expected",
-    [((100, 32), (None, 100, 32)), ((None, 32), (None, None, 32)),
-     ((None, 100, 32), (None, None, 100, 32))],
+    [((100, 32), (None, 100, 32)), ((None, 32), (None, None, 32)), ((None, 100, 32), (None, None, 100, 32))],
     ids=["static", "dynamic", "extra-axis-before-sequence"],
 )
 def test_keras_hub_symbolic_shapes(shape, expected):
@@ -194,8 +217,9 @@ def test_keras_hub_values_at_positions_0_and_3():
     added = model(np.zeros((1, 4, 6), "float32")).numpy()
     np.testing.assert_allclose(added[0, 0], [0.0, 1.0, 0.0, 1.0, 0.0, 1.0], atol=1e-7)
     # keras-hub checks these to two digits; they are the formula's values to float32.
-    np.testing.assert_allclose(added[0, 3], [0.14112, -0.98999, 0.13879, 0.99032, 0.00646, 0.99997],
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        added[0, 3], [0.14112, -0.98999, 0.13879, 0.99032, 0.00646, 0.99997], atol=1e-5
+    )
     assert np.abs(added[0] - reference_table(np.arange(4), 6)).max() <= 2**-24
 
 
@@ -203,7 +227,7 @@ def test_keras_hub_start_index_step_by_step_on_4d_inputs():
     layer = PositionalEncoding(8, 4)
     data = np.random.default_rng(1).uniform(size=(2, 5, 3, 4)).astype("float32")
     full = layer(data).numpy()
-    steps = [layer(data[:, :, i:i + 1], start_index=i).numpy() for i in range(3)]
+    steps = [layer(data[:, :, i : i + 1], start_index=i).numpy() for i in range(3)]
     np.testing.assert_array_equal(np.concatenate(steps, axis=2), full)
     picked = layer(data, positions=np.array([[2, 0, 1], [7, 6, 5]])).numpy()
     expected = data + reference_table(np.array([[2, 0, 1], [7, 6, 5]]), 4)[:, None]

@@ -14,8 +14,12 @@ from tf_posenc import PositionalEncoding, positional_encoding
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ALL_POSITIONS = 2**20
-COMPUTE_DTYPE = {"float32": "float32", "mixed_float16": "float16", "mixed_bfloat16": "bfloat16",
-                 "float64": "float64"}
+COMPUTE_DTYPE = {
+    "float32": "float32",
+    "mixed_float16": "float16",
+    "mixed_bfloat16": "bfloat16",
+    "float64": "float64",
+}
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +84,9 @@ def test_positions_never_pass_through_16_bit_floats():
     # Position 2049 is not a float16 number (it would round to 2048), nor 257 a bfloat16 one.
     for policy, position in (("mixed_float16", 2049), ("mixed_bfloat16", 257)):
         layer = PositionalEncoding(4096, 4, dtype=policy)
-        added = tf.cast(layer(tf.zeros((1, 1, 4), COMPUTE_DTYPE[policy]), start_index=position),
-                        tf.float64).numpy()[0, 0]
+        added = tf.cast(
+            layer(tf.zeros((1, 1, 4), COMPUTE_DTYPE[policy]), start_index=position), tf.float64
+        ).numpy()[0, 0]
         assert np.abs(added - reference_table([position], 4)[0]).max() <= BOUND[policy] / 2
         # The neighbour's row is further away than that: the position was not rounded.
         assert np.abs(added - reference_table([position - 1], 4)[0]).max() > BOUND[policy]
@@ -171,7 +176,7 @@ def test_call_equals_input_plus_table_slice(start_index):
     layer = PositionalEncoding(64, 32)
     x = np.random.default_rng(start_index).normal(size=(2, 33, 32)).astype("float32")
     table = layer.pos_encoding.numpy()
-    expected = x + table[:, start_index:start_index + 33, :]
+    expected = x + table[:, start_index : start_index + 33, :]
     np.testing.assert_array_equal(layer(x, start_index=start_index).numpy(), expected)
     traced = tf.function(lambda x, s: layer(x, start_index=s))(x, tf.constant(start_index))
     np.testing.assert_allclose(traced.numpy(), expected, atol=2**-22)

@@ -63,10 +63,12 @@ def test_plot_command_writes_png(tmp_path):
 
 @pytest.mark.parametrize(
     "arguments, message",
-    [(["--position", "0"], "argument --position: expected a positive integer, received '0'"),
-     (["--d-model", "abc"], "argument --d-model: expected a positive integer, received 'abc'"),
-     (["--max-wavelength", "1"], "argument --max-wavelength: expected a number greater than 1"),
-     (["--layout", "halves"], "argument --layout: invalid choice: 'halves'")],
+    [
+        (["--position", "0"], "argument --position: expected a positive integer, received '0'"),
+        (["--d-model", "abc"], "argument --d-model: expected a positive integer, received 'abc'"),
+        (["--max-wavelength", "1"], "argument --max-wavelength: expected a number greater than 1"),
+        (["--layout", "halves"], "argument --layout: invalid choice: 'halves'"),
+    ],
     ids=["position", "d-model", "wavelength", "layout"],
 )
 def test_plot_command_rejects_bad_values_in_one_line(arguments, message, tmp_path, capsys):
@@ -80,8 +82,7 @@ def test_plot_command_rejects_bad_values_in_one_line(arguments, message, tmp_pat
 
 
 def test_plot_command_reports_unusable_values_without_traceback(tmp_path, capsys):
-    assert main(["plot", "--d-model", "7", "--layout", "concat",
-                 "--out", str(tmp_path / "x.png")]) == 1
+    assert main(["plot", "--d-model", "7", "--layout", "concat", "--out", str(tmp_path / "x.png")]) == 1
     error = capsys.readouterr().err.strip()
     assert error.startswith("error: `layout='concat'` needs an even `d_model`")
     assert len(error.splitlines()) == 1
@@ -91,8 +92,16 @@ def test_plot_command_help_explains_every_option(capsys):
     with pytest.raises(SystemExit):
         main(["plot", "--help"])
     text = capsys.readouterr().out
-    for option in ("--position", "--d-model", "--layout", "--max-wavelength", "--dpi", "--out",
-                   "--convention", "--grid"):
+    for option in (
+        "--position",
+        "--d-model",
+        "--layout",
+        "--max-wavelength",
+        "--dpi",
+        "--out",
+        "--convention",
+        "--grid",
+    ):
         assert option in text
 
 

@@ -12,8 +12,13 @@ import tf_posenc
 
 # Derandomized and without an example database, so every run (and CI) checks the same examples.
 pytestmark = pytest.mark.slow  # about 20 s of examples
-CHECKS = settings(max_examples=25, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=[HealthCheck.too_slow])
+CHECKS = settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 policies = st.sampled_from(ROUNDED_POLICIES)
 wavelengths = st.one_of(st.integers(2, 100000), st.floats(1.5, 1e6))
@@ -33,8 +38,9 @@ def encoding_calls(draw):
 @given(encoding_calls(), wavelengths, policies, st.booleans())
 def test_positional_encoding_matches_the_reference(call, max_wavelength, policy, use_positions):
     position, d_model, layout, seq_len, start = call
-    layer = tf_posenc.PositionalEncoding(position, d_model, max_wavelength=max_wavelength,
-                                         layout=layout, dtype=policy)
+    layer = tf_posenc.PositionalEncoding(
+        position, d_model, max_wavelength=max_wavelength, layout=layout, dtype=policy
+    )
     zeros = tf.zeros((2, seq_len, d_model), layer.compute_dtype)
     wanted = np.arange(start, start + seq_len)
     if use_positions:
@@ -42,8 +48,9 @@ def test_positional_encoding_matches_the_reference(call, max_wavelength, policy,
         added = layer(zeros, positions=wanted)
     else:
         added = layer(zeros, start_index=start)
-    expected = np.broadcast_to(reference_table(wanted, d_model, max_wavelength, layout),
-                               (2, seq_len, d_model))
+    expected = np.broadcast_to(
+        reference_table(wanted, d_model, max_wavelength, layout), (2, seq_len, d_model)
+    )
     assert added.dtype == layer.compute_dtype
     assert np.abs(tf.cast(added, tf.float64).numpy() - expected).max() <= BOUND[policy]
 
@@ -58,25 +65,39 @@ def test_positional_encoding_function_matches_the_reference(position, d_model, m
 
 
 @CHECKS
-@given(st.integers(-10**6, 10**6), st.integers(1, 16).map(lambda half: 2 * half), wavelengths,
-       st.integers(0, 10**6))
+@given(
+    st.integers(-(10**6), 10**6),
+    st.integers(1, 16).map(lambda half: 2 * half),
+    wavelengths,
+    st.integers(0, 10**6),
+)
 def test_shift_matrix_moves_rows(shift, d_model, max_wavelength, pos):
     pos = max(pos, -shift)  # both rows at non-negative positions
-    moved = tf_posenc.shift_matrix(shift, d_model, max_wavelength) @ reference_table(
-        [pos], d_model, max_wavelength)[0]
-    np.testing.assert_allclose(moved, reference_table([pos + shift], d_model, max_wavelength)[0],
-                               atol=1e-6)
+    moved = (
+        tf_posenc.shift_matrix(shift, d_model, max_wavelength)
+        @ reference_table([pos], d_model, max_wavelength)[0]
+    )
+    np.testing.assert_allclose(moved, reference_table([pos + shift], d_model, max_wavelength)[0], atol=1e-6)
 
 
 @CHECKS
-@given(st.integers(1, 12).map(lambda half: 2 * half), st.integers(0, 2**24), policies,
-       st.sampled_from(["half", "interleave"]), wavelengths)
+@given(
+    st.integers(1, 12).map(lambda half: 2 * half),
+    st.integers(0, 2**24),
+    policies,
+    st.sampled_from(["half", "interleave"]),
+    wavelengths,
+)
 def test_rotary_embedding_matches_the_reference(dim, start, policy, layout, max_wavelength):
     layer = tf_posenc.RotaryEmbedding(max_wavelength=max_wavelength, layout=layout, dtype=policy)
     x = tf.cast(np.random.default_rng(start).normal(size=(2, 5, dim)), layer.compute_dtype)
     rotated = layer(x, start_index=start)
-    exact = reference_rotation(tf.cast(x, tf.float64).numpy(), np.arange(start, start + 5)[None],
-                               rope_frequencies(dim, max_wavelength), layout)
+    exact = reference_rotation(
+        tf.cast(x, tf.float64).numpy(),
+        np.arange(start, start + 5)[None],
+        rope_frequencies(dim, max_wavelength),
+        layout,
+    )
     floor = np.abs(tf.cast(tf.cast(exact, layer.compute_dtype), tf.float64).numpy() - exact).max()
     factor = 4 if policy == "float32" else 2
     assert np.abs(tf.cast(rotated, tf.float64).numpy() - exact).max() <= factor * floor + 1e-30
@@ -86,8 +107,9 @@ def test_rotary_embedding_matches_the_reference(dim, start, policy, layout, max_
 @given(st.integers(1, 30), st.integers(1, 12), policies)
 def test_positional_embedding_matches_the_reference(seq_len, half_width, policy):
     d_model = 2 * half_width
-    layer = tf_posenc.PositionalEmbedding(20, d_model, position=64, dtype=policy,
-                                          embeddings_initializer="ones")
+    layer = tf_posenc.PositionalEmbedding(
+        20, d_model, position=64, dtype=policy, embeddings_initializer="ones"
+    )
     tokens = np.random.default_rng(seq_len).integers(0, 20, size=(2, seq_len))
     embedded = tf.cast(layer(tokens), tf.float64).numpy()
     expected = np.sqrt(d_model) + reference_table(np.arange(seq_len), d_model)
@@ -106,11 +128,18 @@ def test_positions_from_mask_count_real_tokens(rows):
 
 
 @CHECKS
-@given(st.lists(st.integers(0, 10**6), min_size=1, max_size=6), st.integers(4, 40),
-       st.sampled_from([0, 1]), st.booleans(), st.floats(0.5, 1000.0), policies)
+@given(
+    st.lists(st.integers(0, 10**6), min_size=1, max_size=6),
+    st.integers(4, 40),
+    st.sampled_from([0, 1]),
+    st.booleans(),
+    st.floats(0.5, 1000.0),
+    policies,
+)
 def test_timestep_embedding_matches_the_reference(timesteps, dim, shift, flip, scale, policy):
-    layer = tf_posenc.TimestepEmbedding(dim, downscale_freq_shift=shift, flip_sin_to_cos=flip,
-                                        scale=scale, dtype=policy)
+    layer = tf_posenc.TimestepEmbedding(
+        dim, downscale_freq_shift=shift, flip_sin_to_cos=flip, scale=scale, dtype=policy
+    )
     half = dim // 2
     rates = scale * np.exp(-np.log(10000) * np.arange(half) / (half - shift))
     angles = np.asarray(timesteps, np.float64)[:, None] * rates
@@ -138,5 +167,3 @@ def test_patch_encoding_matches_the_reference(d_model, grid_size, cls_token, pol
     layer = tf_posenc.PatchPositionalEncoding(grid_size, d_model, cls_token=cls_token, dtype=policy)
     added = tf.cast(layer(tf.zeros((1,) + expected.shape, layer.compute_dtype)), tf.float64).numpy()[0]
     assert np.abs(added - expected).max() <= BOUND[policy]
-
-

@@ -81,10 +81,10 @@ def test_decoding_one_step_at_a_time_has_the_full_pass_bits():
     layer = RotaryEmbedding(layout="interleave")
     x = np.random.default_rng(2).normal(size=(2, 20, 3, 16)).astype("float32")
     full = layer(x, start_index=100).numpy()
-    steps = [layer(x[:, t:t + 1], start_index=100 + t).numpy() for t in range(20)]
+    steps = [layer(x[:, t : t + 1], start_index=100 + t).numpy() for t in range(20)]
     np.testing.assert_array_equal(np.concatenate(steps, axis=1), full)
     step = tf.function(lambda x, t: layer(x, start_index=t))
-    traced = [step(x[:, t:t + 1], tf.constant(100 + t)).numpy() for t in range(20)]
+    traced = [step(x[:, t : t + 1], tf.constant(100 + t)).numpy() for t in range(20)]
     np.testing.assert_array_equal(np.concatenate(traced, axis=1), full)
 
 
@@ -105,10 +105,15 @@ def test_left_padded_rows_rotate_like_unpadded_ones_with_positions_from_mask():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{}, {"scaling_factor": 2.0}, {"rope_type": "dynamic", "scaling_factor": 4.0},
-     {"rope_type": "yarn", "scaling_factor": 4.0, "original_max_position_embeddings": 64},
-     {"max_wavelength": 500, "denominator_dim": 32},
-     {"sequence_axis": 2, "feature_axis": 1}, {"dtype": "float16"}],
+    [
+        {},
+        {"scaling_factor": 2.0},
+        {"rope_type": "dynamic", "scaling_factor": 4.0},
+        {"rope_type": "yarn", "scaling_factor": 4.0, "original_max_position_embeddings": 64},
+        {"max_wavelength": 500, "denominator_dim": 32},
+        {"sequence_axis": 2, "feature_axis": 1},
+        {"dtype": "float16"},
+    ],
     ids=["default", "linear", "dynamic", "yarn", "base-and-denominator", "permuted-axes", "float16"],
 )
 def test_a_keras_hub_model_can_switch_layers(kwargs):
@@ -135,17 +140,28 @@ def test_whole_float_positions_are_exact_and_fractional_ones_refused():
 
 @pytest.mark.parametrize(
     "kwargs, shape, error, message",
-    [({}, (1, 3, 7), ValueError, r"must have a known, even size"),
-     ({"sequence_axis": 5}, (1, 3, 8), ValueError, r"`sequence_axis` must name an axis"),
-     ({"sequence_axis": 0}, (1, 3, 8), ValueError, r"`sequence_axis` must name an axis"),
-     ({"sequence_axis": 2}, (1, 3, 8), ValueError, r"must differ"),
-     ({"rope_type": "ntk"}, None, ValueError, r"`rope_type` must be one of"),
-     ({"layout": "pairs"}, None, ValueError, r"`layout` must be one of"),
-     ({"scaling_factor": 0.5}, None, ValueError, r"`scaling_factor` must be a finite number at least 1"),
-     ({"max_wavelength": 1}, None, ValueError, r"`max_wavelength` must be a finite number greater than 1"),
-     ({}, (1, 3), ValueError, r"must have rank 3 or more")],
-    ids=["odd-dim", "axis-out-of-range", "batch-axis", "same-axes", "rope-type", "layout",
-         "scaling", "wavelength", "rank"],
+    [
+        ({}, (1, 3, 7), ValueError, r"must have a known, even size"),
+        ({"sequence_axis": 5}, (1, 3, 8), ValueError, r"`sequence_axis` must name an axis"),
+        ({"sequence_axis": 0}, (1, 3, 8), ValueError, r"`sequence_axis` must name an axis"),
+        ({"sequence_axis": 2}, (1, 3, 8), ValueError, r"must differ"),
+        ({"rope_type": "ntk"}, None, ValueError, r"`rope_type` must be one of"),
+        ({"layout": "pairs"}, None, ValueError, r"`layout` must be one of"),
+        ({"scaling_factor": 0.5}, None, ValueError, r"`scaling_factor` must be a finite number at least 1"),
+        ({"max_wavelength": 1}, None, ValueError, r"`max_wavelength` must be a finite number greater than 1"),
+        ({}, (1, 3), ValueError, r"must have rank 3 or more"),
+    ],
+    ids=[
+        "odd-dim",
+        "axis-out-of-range",
+        "batch-axis",
+        "same-axes",
+        "rope-type",
+        "layout",
+        "scaling",
+        "wavelength",
+        "rank",
+    ],
 )
 def test_bad_arguments_are_clear_errors(kwargs, shape, error, message):
     with pytest.raises(error, match=message):
@@ -166,10 +182,13 @@ def test_bad_calls_are_clear_errors():
 def test_rotary_embedding_passes_the_layer_checks():
     x = np.random.default_rng(6).normal(size=(2, 5, 8)).astype("float32")
     expected = reference_rotation(x, np.arange(5)[None], rope_frequencies(8))
-    run_layer_checks(RotaryEmbedding, {"layout": "interleave"}, x,
-                     expected_output=reference_rotation(x, np.arange(5)[None], rope_frequencies(8),
-                                                        "interleave"),
-                     expected_trainable_weights=0)
+    run_layer_checks(
+        RotaryEmbedding,
+        {"layout": "interleave"},
+        x,
+        expected_output=reference_rotation(x, np.arange(5)[None], rope_frequencies(8), "interleave"),
+        expected_trainable_weights=0,
+    )
     run_layer_checks(RotaryEmbedding, {}, x, expected_output=expected, expected_trainable_weights=0)
 
 
@@ -263,8 +282,9 @@ def test_litert_and_onnxruntime_rotate_like_the_formula(tmp_path):
 
 def test_yarn_scale_is_float64_under_a_float64_policy():
     x = np.random.default_rng(3).normal(size=(1, 6, 2, 16))
-    layer = RotaryEmbedding(scaling_factor=8.0, rope_type="yarn", original_max_position_embeddings=64,
-                            dtype="float64")
+    layer = RotaryEmbedding(
+        scaling_factor=8.0, rope_type="yarn", original_max_position_embeddings=64, dtype="float64"
+    )
     # YaRN's attention temperature 0.1 ln s + 1 (keras-hub 0.32, `_compute_cos_sin_embedding`).
     frequencies = keras_hub_yarn_frequencies(16, factor=8.0, original_max_position_embeddings=64)
     expected = reference_rotation(x, np.arange(6)[None], frequencies) * (0.1 * np.log(8.0) + 1)

@@ -127,8 +127,7 @@ def to_tflite(model, folder):
 def to_onnx(model, input_spec):
     function = tf.function(lambda x: model(x), input_signature=[input_spec])
     proto, _ = tf2onnx.convert.from_function(function, input_signature=[input_spec], opset=17)
-    session = onnxruntime.InferenceSession(proto.SerializeToString(),
-                                           providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
     return lambda data: session.run(None, {name: data})[0]
 
@@ -164,7 +163,8 @@ def test_every_runtime_is_exact_at_every_position_below_2_20(name, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "name", [pytest.param(name, marks=pytest.mark.slow) if name in CONVERTERS else name for name in RUNTIMES])
+    "name", [pytest.param(name, marks=pytest.mark.slow) if name in CONVERTERS else name for name in RUNTIMES]
+)
 @pytest.mark.parametrize("layout", ["interleave", "concat"])
 def test_every_runtime_serves_lengths_1_100_and_position(name, layout, tmp_path):
     serve = runtime(name, encoding_model(4096, 64, layout), 64, tmp_path)
@@ -215,8 +215,7 @@ def test_sampled_positions_up_to_2_31_are_exact(d_model):
     # The float64 formula itself is off by up to 2**-22 at these angles; this reference is not.
     assert_exact(added, exact_reference_table(positions, d_model), nearest=0.998)
     shifted = layer(tf.zeros((1, 70, d_model)), start_index=2**31 - 71).numpy()[0]
-    assert_exact(shifted, exact_reference_table(np.arange(2**31 - 71, 2**31 - 1), d_model),
-                 nearest=0.99)
+    assert_exact(shifted, exact_reference_table(np.arange(2**31 - 71, 2**31 - 1), d_model), nearest=0.99)
 
 
 def test_every_row_has_the_same_bits_however_it_is_asked_for():
@@ -224,10 +223,11 @@ def test_every_row_has_the_same_bits_however_it_is_asked_for():
     x = tf.zeros((1, 300, 32))
     full = layer(x, start_index=4700).numpy()[0]
     picked = layer(x, positions=np.arange(4700, 5000)).numpy()[0]
-    served = tf.function(lambda x, t: layer(x, start_index=t),
-                         input_signature=[tf.TensorSpec((None, None, 32)), tf.TensorSpec((), tf.int32)])
-    one_by_one = np.concatenate(
-        [served(x[:, :1], tf.constant(t)).numpy()[0] for t in range(4700, 5000, 7)])
+    served = tf.function(
+        lambda x, t: layer(x, start_index=t),
+        input_signature=[tf.TensorSpec((None, None, 32)), tf.TensorSpec((), tf.int32)],
+    )
+    one_by_one = np.concatenate([served(x[:, :1], tf.constant(t)).numpy()[0] for t in range(4700, 5000, 7)])
     np.testing.assert_array_equal(picked, full)
     np.testing.assert_array_equal(one_by_one, full[::7])
     assert_exact(full, reference_table(np.arange(4700, 5000), 32), nearest=0.99)
@@ -311,8 +311,13 @@ model.predict(data[:, :5], verbose=0)
 model.export("exported", verbose=False)
 """
     completed = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
-        text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"})
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"},
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "loop_optimizer" not in completed.stderr
     assert "Assert" not in completed.stderr

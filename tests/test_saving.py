@@ -68,21 +68,27 @@ def saved(tmp_path_factory):
 
 
 def test_keras_file_loads_in_fresh_process_with_only_import(saved):
-    output = run_python("""
+    output = run_python(
+        """
 import numpy as np, keras, tf_posenc
 model = keras.models.load_model("model.keras")
 layer = [l for l in model.layers if isinstance(l, tf_posenc.PositionalEncoding)][0]
 tokens = np.load("tokens.npy")
 got = model.predict(tokens, verbose=0)
 print(np.array_equal(got, np.load("expected.npy")), layer.position, layer.d_model)
-""", saved)
+""",
+        saved,
+    )
     assert output.split() == ["True", "32", "16"]
 
 
 def test_keras_file_without_tf_posenc_names_the_missing_class(saved):
     completed = subprocess.run(
         [sys.executable, "-c", "import keras; keras.models.load_model('model.keras')"],
-        cwd=saved, capture_output=True, text=True, timeout=300,
+        cwd=saved,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
     )
     if completed.returncode == 0:
@@ -96,7 +102,8 @@ def float64_model(folder, tokens):
     """The saved model's function in float64: (embedding + encoding) @ kernel + bias."""
     weights = np.load(folder / "weights.npz")
     encoded = weights["embedding"].astype(np.float64)[tokens] + reference_table(
-        np.arange(tokens.shape[1]), 16)
+        np.arange(tokens.shape[1]), 16
+    )
     return encoded @ weights["kernel"] + weights["bias"]
 
 
@@ -108,7 +115,7 @@ def test_saved_model_serves_without_tf_posenc_at_every_length(saved):
         assert served_error < 1e-5  # against model.predict, kept as an extra
         assert signature_difference == 0.0
         served = np.load(saved / f"served_{seq_len}.npy")
-        expected = float64_model(saved, tokens[:, :int(seq_len)])
+        expected = float64_model(saved, tokens[:, : int(seq_len)])
         assert np.abs(served - expected).max() <= 1e-5 * max(1, np.abs(expected).max())
     assert "The sequence is longer than `position`" in result["too_long"]
 
@@ -116,9 +123,13 @@ def test_saved_model_serves_without_tf_posenc_at_every_length(saved):
 def test_saved_model_cli_reads_the_export(saved):
     cli = shutil.which("saved_model_cli", path=os.path.dirname(sys.executable))
     assert cli, "saved_model_cli comes with tensorflow"
-    completed = subprocess.run([cli, "show", "--dir", str(saved / "exported"), "--all"],
-                               capture_output=True, text=True, timeout=300,
-                               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    completed = subprocess.run(
+        [cli, "show", "--dir", str(saved / "exported"), "--all"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert "signature_def['serving_default']" in completed.stdout
     assert "shape: (-1, -1)" in completed.stdout
@@ -126,8 +137,7 @@ def test_saved_model_cli_reads_the_export(saved):
 
 def test_saved_files_are_small(saved):
     keras_size = os.path.getsize(saved / "model.keras")
-    export_size = sum(path.stat().st_size for path in (saved / "exported").rglob("*")
-                      if path.is_file())
+    export_size = sum(path.stat().st_size for path in (saved / "exported").rglob("*") if path.is_file())
     weights = (100 * 16 + 16 * 3 + 3) * 4
     assert keras_size < weights + 64 * 1024
     assert export_size < weights + 1024 * 1024

@@ -57,14 +57,26 @@ def test_tf_keras_layers_raise_the_keras_3_errors(name):
         assert message in str(raised.value), family.__name__
 
 
-@pytest.mark.parametrize("arguments, message", [
-    ({"position": 0, "d_model": 4},
-     "`position` must be a positive integer. Received: position=0 (of type int)"),
-    ({"position": 8, "d_model": 4, "max_wavelength": 1},
-     "`max_wavelength` must be a finite number greater than 1. Received: max_wavelength=1 (of type int)"),
-    ({"position": 8, "d_model": 4, "layout": "zigzag"}, "`layout` must be one of ('interleave', 'concat')"),
-    ({"position": 8, "d_model": 4, "convention": "x"}, "`convention` must be one of ('paper', "),
-], ids=["position-0", "wavelength-1", "layout", "convention"])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (
+            {"position": 0, "d_model": 4},
+            "`position` must be a positive integer. Received: position=0 (of type int)",
+        ),
+        (
+            {"position": 8, "d_model": 4, "max_wavelength": 1},
+            "`max_wavelength` must be a finite number greater than 1. "
+            "Received: max_wavelength=1 (of type int)",
+        ),
+        (
+            {"position": 8, "d_model": 4, "layout": "zigzag"},
+            "`layout` must be one of ('interleave', 'concat')",
+        ),
+        ({"position": 8, "d_model": 4, "convention": "x"}, "`convention` must be one of ('paper', "),
+    ],
+    ids=["position-0", "wavelength-1", "layout", "convention"],
+)
 def test_tf_keras_constructors_raise_the_keras_errors(arguments, message):
     # tf_keras's base class sees the arguments first: its errors must still be ours.
     with pytest.raises(ValueError) as raised:
@@ -234,9 +246,11 @@ def test_legacy_saved_models_reload_and_serve_without_tf_posenc(tmp_path):
     loaded = run_python(LOAD_LEGACY, tmp_path, env=LEGACY).splitlines()[-3:]
     kinds = ["PositionalEmbedding", "PositionalEncoding", "RotaryEmbedding"]
     assert [line.split() for line in loaded] == [
-        [path, "True", *kinds] for path in ("model.keras", "model.h5", "tf_keras_saved_model")]
+        [path, "True", *kinds] for path in ("model.keras", "model.h5", "tf_keras_saved_model")
+    ]
     served = [line.split() for line in run_python(SERVE_LEGACY, tmp_path, env=LEGACY).splitlines()[-6:]]
     assert [(path, seq_len) for path, seq_len, _ in served] == [
-        (path, seq_len) for path in ("tf_keras_saved_model", "saved_model") for seq_len in ("1", "17", "64")]
+        (path, seq_len) for path in ("tf_keras_saved_model", "saved_model") for seq_len in ("1", "17", "64")
+    ]
     # Served rows at a shorter length are the same rows; only the dense layer's sums may differ.
     assert max(float(difference) for _, _, difference in served) <= 1e-6

@@ -43,10 +43,14 @@ class Limit(NamedTuple):
 
     def too_long(self):
         if self.name is None:
-            return ("The sequence runs past the largest position: start_index + seq_len must be at "
-                    f"most {self.value}.")
-        return (f"The sequence is longer than `{self.name}`: start_index + seq_len must be at most "
-                f"{self.name}={self.value}.")
+            return (
+                "The sequence runs past the largest position: start_index + seq_len must be at "
+                f"most {self.value}."
+            )
+        return (
+            f"The sequence is longer than `{self.name}`: start_index + seq_len must be at most "
+            f"{self.name}={self.value}."
+        )
 
     def check_fits(self, start, seq_len):
         """Raises a `ValueError` unless `start + seq_len` (Python ints) is at most the limit."""
@@ -56,8 +60,10 @@ class Limit(NamedTuple):
     def below(self, what):
         if self.name is None:
             return f"`{what}` must be below {self.value}."
-        return (f"The sequence is longer than `{self.name}`: every position must be below "
-                f"{self.name}={self.value}.")
+        return (
+            f"The sequence is longer than `{self.name}`: every position must be below "
+            f"{self.name}={self.value}."
+        )
 
 
 LARGEST = Limit(_validation.MAX_POSITION)
@@ -139,7 +145,8 @@ def _checked_start(start_index, inputs, sequence_axis, limit):
         start = _numbers("start_index", start_index, allow_floats=False)
         if len(start.shape) != 0:
             raise ValueError(
-                f"`start_index` must be a scalar. Received: start_index with shape {start.shape}")
+                f"`start_index` must be a scalar. Received: start_index with shape {start.shape}"
+            )
         if not _graph_checks():
             return ops.cast(start, "int32")
         start = tf.cast(_in_range("start_index", start, limit, inclusive=True), tf.int64)

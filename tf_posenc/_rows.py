@@ -119,8 +119,9 @@ def column_constants(frequencies, cosine):
     """The `Constants` of columns with these float64 `frequencies` (sines, or cosines where
     the boolean `cosine` says so), as NumPy arrays of the output columns' order."""
     quarter_turns = np.asarray(cosine, bool).astype(int)
-    return _cached_constants(tuple(np.asarray(frequencies, np.float64).tolist()),
-                             tuple(quarter_turns.tolist()))
+    return _cached_constants(
+        tuple(np.asarray(frequencies, np.float64).tolist()), tuple(quarter_turns.tolist())
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -237,8 +238,11 @@ def _sine_cosine_pieces(positions, constants, with_offsets=True):
     if with_offsets:
         hi = hi + constants.offsets
     # Sines and cosines side by side: half as many operations for a graph to run.
-    both = _Pieces(*_sine(ops.concatenate([hi, hi + _QUARTER_TURN], axis=-1) % _DIGIT,
-                          ops.concatenate([mid, mid], axis=-1)))
+    both = _Pieces(
+        *_sine(
+            ops.concatenate([hi, hi + _QUARTER_TURN], axis=-1) % _DIGIT, ops.concatenate([mid, mid], axis=-1)
+        )
+    )
     return both.split(constants.width)
 
 

@@ -44,9 +44,13 @@ def _run_plot(args):
         if args.grid:
             figure = plot_patch_encoding(args.grid, args.d_model)
         else:
-            figure = plot_positional_encoding(args.position, args.d_model,
-                                              max_wavelength=args.max_wavelength, layout=args.layout,
-                                              convention=args.convention)
+            figure = plot_positional_encoding(
+                args.position,
+                args.d_model,
+                max_wavelength=args.max_wavelength,
+                layout=args.layout,
+                convention=args.convention,
+            )
         figure.savefig(args.out, dpi=args.dpi)
     except (ImportError, ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -73,35 +77,66 @@ def build_parser():
     )
     demo.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     demo.add_argument("--epochs", type=_positive_int, default=12, help="training epochs (default: 12)")
-    demo.add_argument("--json", action="store_true",
-                      help="print the results as one JSON object on the last line")
+    demo.add_argument(
+        "--json", action="store_true", help="print the results as one JSON object on the last line"
+    )
     demo.set_defaults(handler=_run_demo)
 
     plot = commands.add_parser(
         "plot",
         help="write the position x depth heatmap of the encoding to an image file",
         description="Draws the positional encoding table as a heatmap (rows: positions, "
-                    "columns: depths) and saves it; the file type follows the extension.",
+        "columns: depths) and saves it; the file type follows the extension.",
     )
-    plot.add_argument("--position", type=_positive_int, default=50,
-                      help="number of positions, the rows of the heatmap (default: 50)")
-    plot.add_argument("--d-model", type=_positive_int, default=512,
-                      help="width of the encoding, the columns of the heatmap (default: 512)")
-    plot.add_argument("--layout", choices=("interleave", "concat"), default=None,
-                      help="interleave: sin on even columns, cos on odd ones, as in the paper; "
-                           "concat: all sines, then all cosines (default: the convention's own)")
-    plot.add_argument("--convention", choices=CONVENTIONS, default="paper",
-                      help="whose table: the paper's, tensor2tensor's or fairseq's (default: paper)")
-    plot.add_argument("--grid", type=_positive_int, default=None,
-                      help="draw MAE's 2-D patch encoding on a GRID x GRID patch grid instead "
-                           "(a few columns of it; --d-model must be a multiple of 4)")
-    plot.add_argument("--max-wavelength", type=_wavelength, default=10000,
-                      help="base of the geometric progression of wavelengths (default: 10000)")
-    plot.add_argument("--dpi", type=_positive_int, default=100,
-                      help="resolution of the image in dots per inch (default: 100)")
-    plot.add_argument("--out", default="positional_encoding.png",
-                      help="where to write the image; .png, .svg or .pdf "
-                           "(default: positional_encoding.png)")
+    plot.add_argument(
+        "--position",
+        type=_positive_int,
+        default=50,
+        help="number of positions, the rows of the heatmap (default: 50)",
+    )
+    plot.add_argument(
+        "--d-model",
+        type=_positive_int,
+        default=512,
+        help="width of the encoding, the columns of the heatmap (default: 512)",
+    )
+    plot.add_argument(
+        "--layout",
+        choices=("interleave", "concat"),
+        default=None,
+        help="interleave: sin on even columns, cos on odd ones, as in the paper; "
+        "concat: all sines, then all cosines (default: the convention's own)",
+    )
+    plot.add_argument(
+        "--convention",
+        choices=CONVENTIONS,
+        default="paper",
+        help="whose table: the paper's, tensor2tensor's or fairseq's (default: paper)",
+    )
+    plot.add_argument(
+        "--grid",
+        type=_positive_int,
+        default=None,
+        help="draw MAE's 2-D patch encoding on a GRID x GRID patch grid instead "
+        "(a few columns of it; --d-model must be a multiple of 4)",
+    )
+    plot.add_argument(
+        "--max-wavelength",
+        type=_wavelength,
+        default=10000,
+        help="base of the geometric progression of wavelengths (default: 10000)",
+    )
+    plot.add_argument(
+        "--dpi",
+        type=_positive_int,
+        default=100,
+        help="resolution of the image in dots per inch (default: 100)",
+    )
+    plot.add_argument(
+        "--out",
+        default="positional_encoding.png",
+        help="where to write the image; .png, .svg or .pdf (default: positional_encoding.png)",
+    )
     plot.set_defaults(handler=_run_plot)
     return parser
 

@@ -43,8 +43,7 @@ def build_model(seq_len, d_model, with_encoding):
     x = keras.layers.GlobalAveragePooling1D()(x)
     outputs = keras.layers.Dense(1, activation="sigmoid")(x)
     model = keras.Model(tokens, outputs, name="with_encoding" if with_encoding else "without")
-    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="binary_crossentropy",
-                  metrics=["accuracy"])
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="binary_crossentropy", metrics=["accuracy"])
     return model
 
 
@@ -78,8 +77,7 @@ def run(seed=0, seq_len=8, d_model=32, epochs=12, train_size=4000, test_size=100
     served = _serve_from_saved_model(trained["with_encoding"], test_x)
     results["saved_model_max_difference"] = float(np.abs(served - predictions).max())
     results["saved_model_serves_same_predictions"] = bool(
-        np.array_equal(served > 0.5, predictions > 0.5)
-        and results["saved_model_max_difference"] < 1e-5
+        np.array_equal(served > 0.5, predictions > 0.5) and results["saved_model_max_difference"] < 1e-5
     )
     return results
 

@@ -118,16 +118,17 @@ def columns(d_model, max_wavelength=10000, layout=None, convention="paper", min_
     source = column_order(2 * count, layout)
     # An odd width ends on a zero column: frequency 0, a sine.
     zero = [0] * (d_model % 2)
-    return (np.concatenate([rates[source % max(count, 1)] if count else [], np.zeros(len(zero))]),
-            np.concatenate([source >= count, np.zeros(len(zero), bool)]))
+    return (
+        np.concatenate([rates[source % max(count, 1)] if count else [], np.zeros(len(zero))]),
+        np.concatenate([source >= count, np.zeros(len(zero), bool)]),
+    )
 
 
 def default_layout(convention):
     return "interleave" if convention == "paper" else "concat"
 
 
-def sinusoids(positions, d_model, max_wavelength=10000, layout=None, convention="paper",
-              min_timescale=1.0):
+def sinusoids(positions, d_model, max_wavelength=10000, layout=None, convention="paper", min_timescale=1.0):
     """Encoding rows for integer `positions`, as a float64 array of shape `positions.shape + (d_model,)`."""
     rates, cosine = columns(d_model, max_wavelength, layout, convention, min_timescale)
     angles = np.asarray(positions, dtype=np.float64)[..., np.newaxis] * rates
@@ -162,16 +163,23 @@ def timestep_columns(dim, max_period=10000, downscale_freq_shift=1, flip_sin_to_
     if flip_sin_to_cos:
         cosine = ~cosine
     zero = dim % 2
-    return (np.concatenate([rates, rates, np.zeros(zero)]),
-            np.concatenate([cosine, np.zeros(zero, bool)]))
+    return (np.concatenate([rates, rates, np.zeros(zero)]), np.concatenate([cosine, np.zeros(zero, bool)]))
 
 
 ROPE_TYPES = ("linear", "dynamic", "yarn")
 
 
-def rotary_frequencies(dim, max_wavelength=10000, scaling_factor=1.0, rope_type="linear",
-                       beta_fast=32.0, beta_slow=1.0, original_max_position_embeddings=4096,
-                       truncate=True, denominator_dim=None):
+def rotary_frequencies(
+    dim,
+    max_wavelength=10000,
+    scaling_factor=1.0,
+    rope_type="linear",
+    beta_fast=32.0,
+    beta_slow=1.0,
+    original_max_position_embeddings=4096,
+    truncate=True,
+    denominator_dim=None,
+):
     """The `dim // 2` angular frequencies of a rotary embedding, in float64.
 
     Every argument means what it means in keras-hub's `RotaryEmbedding` (0.32):
@@ -196,8 +204,11 @@ def rotary_frequencies(dim, max_wavelength=10000, scaling_factor=1.0, rope_type=
     interpolated = extrapolated / scaling_factor
 
     def correction_dim(rotations):
-        return dim * math.log(original_max_position_embeddings / (rotations * 2 * math.pi)) / (
-            2 * math.log(max_wavelength))
+        return (
+            dim
+            * math.log(original_max_position_embeddings / (rotations * 2 * math.pi))
+            / (2 * math.log(max_wavelength))
+        )
 
     low, high = correction_dim(beta_fast), correction_dim(beta_slow)
     if truncate:
@@ -245,8 +256,9 @@ def sincos_2d(embed_dim, grid_size, cls_token=False):
         raise ValueError(f"`cls_token` must be a boolean. {_validation.received('cls_token', cls_token)}")
     row, column = np.divmod(np.arange(grid_size**2), grid_size)
     half = embed_dim // 2
-    table = np.concatenate([sinusoids(column, half, layout="concat"), sinusoids(row, half, layout="concat")],
-                           axis=-1)
+    table = np.concatenate(
+        [sinusoids(column, half, layout="concat"), sinusoids(row, half, layout="concat")], axis=-1
+    )
     return np.concatenate([np.zeros((1, embed_dim)), table]) if cls_token else table
 
 
@@ -260,13 +272,23 @@ def check_options(d_model, max_wavelength, layout, convention, min_timescale):
             f"d_model // 2 - 1. Received: d_model={d_model}"
         )
     min_timescale = _validation.number_at_least("min_timescale", min_timescale, 0, strict=True)
-    layout = _validation.layout("layout", layout or default_layout(convention), d_model - d_model % 2
-                                if convention != "paper" else d_model)
+    layout = _validation.layout(
+        "layout",
+        layout or default_layout(convention),
+        d_model - d_model % 2 if convention != "paper" else d_model,
+    )
     return max_wavelength, layout, convention, min_timescale
 
 
-def positional_encoding(position, d_model, max_wavelength=10000, layout=None, dtype="float32",
-                        convention="paper", min_timescale=1.0):
+def positional_encoding(
+    position,
+    d_model,
+    max_wavelength=10000,
+    layout=None,
+    dtype="float32",
+    convention="paper",
+    min_timescale=1.0,
+):
     """The full encoding table, shape `(1, position, d_model)`, as a `tf.Tensor`.
 
     Args:
@@ -296,10 +318,19 @@ def positional_encoding(position, d_model, max_wavelength=10000, layout=None, dt
     position = _validation.positive_int("position", position, maximum=_validation.MAX_POSITION)
     d_model = _validation.positive_int("d_model", d_model)
     max_wavelength, layout, convention, min_timescale = check_options(
-        d_model, max_wavelength, layout, convention, min_timescale)
+        d_model, max_wavelength, layout, convention, min_timescale
+    )
     dtype = _validation.floating_dtype("dtype", dtype)
-    table = sinusoid_rows(0, position, d_model, dtype, max_wavelength=max_wavelength, layout=layout,
-                          convention=convention, min_timescale=min_timescale)
+    table = sinusoid_rows(
+        0,
+        position,
+        d_model,
+        dtype,
+        max_wavelength=max_wavelength,
+        layout=layout,
+        convention=convention,
+        min_timescale=min_timescale,
+    )
     return tf.convert_to_tensor(table[np.newaxis])
 
 

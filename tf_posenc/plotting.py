@@ -27,8 +27,9 @@ def _figure_and_axes(ax, figsize):
     return figure, ax
 
 
-def plot_positional_encoding(position, d_model, ax=None, max_wavelength=10000,
-                             layout=None, cmap="RdBu", convention="paper"):
+def plot_positional_encoding(
+    position, d_model, ax=None, max_wavelength=10000, layout=None, cmap="RdBu", convention="paper"
+):
     """Draws the `(position, d_model)` encoding table as a heatmap.
 
     Rows are positions and columns are depths (embedding dimensions): columns on
@@ -107,8 +108,13 @@ def plot_similarity(position, d_model, ax=None, max_wavelength=10000, reference_
     predicted = np.cos(np.multiply.outer(distances, paired)).sum(axis=1)
     ax.plot(distances, predicted, color="black", linewidth=1, label="sum_k cos((q - p) w_k)")
     for reference in reference_positions:
-        ax.plot(np.arange(position) - reference, rows @ rows[reference], ".", markersize=3,
-                label=f"PE({reference}) . PE(q)")
+        ax.plot(
+            np.arange(position) - reference,
+            rows @ rows[reference],
+            ".",
+            markersize=3,
+            label=f"PE({reference}) . PE(q)",
+        )
     ax.set_xlabel("Distance q - p")
     ax.set_ylabel("Dot product PE(p) . PE(q)")
     ax.set_title(f"Similarity of encodings against distance (d_model={d_model})")
@@ -148,8 +154,9 @@ def plot_patch_encoding(grid_size, d_model, columns=None, cmap="RdBu"):
                 f"Every entry of `columns` must be in [0, d_model). Received: columns={list(columns)} "
                 f"with d_model={d_model}"
             )
-    figure, axes = _pyplot().subplots(1, len(columns), figsize=(3 * len(columns), 3.2),
-                                      layout="constrained", squeeze=False)
+    figure, axes = _pyplot().subplots(
+        1, len(columns), figsize=(3 * len(columns), 3.2), layout="constrained", squeeze=False
+    )
     for ax, column in zip(axes[0], columns, strict=True):
         image = ax.imshow(table[:, column].reshape(grid_size, grid_size), cmap=cmap, vmin=-1, vmax=1)
         ax.set_title(f"column {column}")

@@ -62,14 +62,23 @@ class _EagerFunctions:
         arguments, kind = [inputs], None
         if positions is not None:
             kind = "start" if positions.values is None else "values"
-            arguments.append(tf.convert_to_tensor(positions.start, tf.int32) if kind == "start"
-                             else positions.values)
-        key = (kind, inputs.dtype, rank, tuple((axis, inputs.shape[axis]) for axis in kept),
-               *((arguments[1].dtype, arguments[1].shape.rank) if kind else ()))
+            arguments.append(
+                tf.convert_to_tensor(positions.start, tf.int32) if kind == "start" else positions.values
+            )
+        key = (
+            kind,
+            inputs.dtype,
+            rank,
+            tuple((axis, inputs.shape[axis]) for axis in kept),
+            *((arguments[1].dtype, arguments[1].shape.rank) if kind else ()),
+        )
         function = self._functions.get(key)
         if function is None:
-            specs = [tf.TensorSpec([size if axis in kept else None for axis, size in enumerate(inputs.shape)],
-                                   inputs.dtype)]
+            specs = [
+                tf.TensorSpec(
+                    [size if axis in kept else None for axis, size in enumerate(inputs.shape)], inputs.dtype
+                )
+            ]
             if kind:
                 specs.append(tf.TensorSpec([None] * arguments[1].shape.rank, arguments[1].dtype))
 

@@ -29,8 +29,10 @@ class PatchPositionalEncodingMixin:
 
     def _rows_for(self, inputs, _):
         row, column = np.divmod(np.arange(self.grid_size**2, dtype=np.int32), self.grid_size)
-        halves = [_rows.rows(_positions.Positions(values=axis), None, self._constants, self.compute_dtype)
-                  for axis in (column, row)]
+        halves = [
+            _rows.rows(_positions.Positions(values=axis), None, self._constants, self.compute_dtype)
+            for axis in (column, row)
+        ]
         table = ops.concatenate(halves, axis=-1)
         if self.cls_token:
             table = ops.concatenate([ops.zeros((1, self.d_model), table.dtype), table], axis=0)
@@ -39,8 +41,12 @@ class PatchPositionalEncodingMixin:
         return table
 
     def get_config(self):
-        return {**super().get_config(), "grid_size": self.grid_size, "d_model": self.d_model,
-                "cls_token": self.cls_token}
+        return {
+            **super().get_config(),
+            "grid_size": self.grid_size,
+            "d_model": self.d_model,
+            "cls_token": self.cls_token,
+        }
 
     def _output_shape(self, shape):
         patches = self.grid_size**2 + self.cls_token

@@ -11,32 +11,51 @@ from tf_posenc.layers.positional_encoding import PositionalEncoding
 class PositionalEmbeddingMixin:
     """The body of `PositionalEmbedding`, shared by its Keras 3 and tf_keras (Keras 2) classes."""
 
-    def __init__(self, vocab_size, d_model, position, mask_zero=False, max_wavelength=10000,
-                 layout=None, embeddings_initializer="uniform", convention="paper", min_timescale=1.0,
-                 padding_idx=None, **kwargs):
+    def __init__(
+        self,
+        vocab_size,
+        d_model,
+        position,
+        mask_zero=False,
+        max_wavelength=10000,
+        layout=None,
+        embeddings_initializer="uniform",
+        convention="paper",
+        min_timescale=1.0,
+        padding_idx=None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.vocab_size = _validation.positive_int("vocab_size", vocab_size)
         self.d_model = _validation.positive_int("d_model", d_model)
-        self.position = _validation.positive_int(
-            "position", position, maximum=_validation.MAX_POSITION
-        )
+        self.position = _validation.positive_int("position", position, maximum=_validation.MAX_POSITION)
         if not isinstance(mask_zero, bool):
             raise ValueError(f"`mask_zero` must be a boolean. {_validation.received('mask_zero', mask_zero)}")
         self.mask_zero = mask_zero
-        self.max_wavelength, self.layout, self.convention, self.min_timescale = (
-            encoding.check_options(self.d_model, max_wavelength, layout, convention, min_timescale))
-        self.padding_idx = (None if padding_idx is None
-                            else _validation.non_negative_int("padding_idx", padding_idx))
+        self.max_wavelength, self.layout, self.convention, self.min_timescale = encoding.check_options(
+            self.d_model, max_wavelength, layout, convention, min_timescale
+        )
+        self.padding_idx = (
+            None if padding_idx is None else _validation.non_negative_int("padding_idx", padding_idx)
+        )
         self.embeddings_initializer = self.keras_family.initializers.get(embeddings_initializer)
         self.token_embedding = self.keras_family.layers.Embedding(
-            vocab_size, d_model, mask_zero=mask_zero,
+            vocab_size,
+            d_model,
+            mask_zero=mask_zero,
             embeddings_initializer=self.embeddings_initializer,
-            dtype=self.dtype_policy, name="token_embedding",
+            dtype=self.dtype_policy,
+            name="token_embedding",
         )
         self.position_encoding = self.encoding_layer(
-            self.position, self.d_model, max_wavelength=self.max_wavelength, layout=self.layout,
-            convention=self.convention, min_timescale=self.min_timescale,
-            dtype=self.dtype_policy, name="position_encoding",
+            self.position,
+            self.d_model,
+            max_wavelength=self.max_wavelength,
+            layout=self.layout,
+            convention=self.convention,
+            min_timescale=self.min_timescale,
+            dtype=self.dtype_policy,
+            name="position_encoding",
         )
 
     def build(self, input_shape):

@@ -12,18 +12,28 @@ _MAX_TABLE_VALUES = 2**22
 class PositionalEncodingMixin:
     """The body of `PositionalEncoding`, shared by its Keras 3 and tf_keras (Keras 2) classes."""
 
-    def __init__(self, position, d_model, max_wavelength=10000, layout=None, convention="paper",
-                 min_timescale=1.0, **kwargs):
+    def __init__(
+        self,
+        position,
+        d_model,
+        max_wavelength=10000,
+        layout=None,
+        convention="paper",
+        min_timescale=1.0,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
-        self.position = _validation.positive_int(
-            "position", position, maximum=_validation.MAX_POSITION
-        )
+        self.position = _validation.positive_int("position", position, maximum=_validation.MAX_POSITION)
         self.d_model = _validation.positive_int("d_model", d_model)
-        self.max_wavelength, self.layout, self.convention, self.min_timescale = (
-            encoding.check_options(self.d_model, max_wavelength, layout, convention, min_timescale))
+        self.max_wavelength, self.layout, self.convention, self.min_timescale = encoding.check_options(
+            self.d_model, max_wavelength, layout, convention, min_timescale
+        )
         self._limit = _positions.Limit(self.position, "position")
-        self._constants = _rows.column_constants(*encoding.columns(
-            self.d_model, self.max_wavelength, self.layout, self.convention, self.min_timescale))
+        self._constants = _rows.column_constants(
+            *encoding.columns(
+                self.d_model, self.max_wavelength, self.layout, self.convention, self.min_timescale
+            )
+        )
 
     @property
     def pos_encoding(self):
@@ -57,8 +67,9 @@ class PositionalEncodingMixin:
                 "`encoding_rows` needs start <= stop <= position. "
                 f"Received: start={start}, stop={stop} with position={self.position}"
             )
-        rows = _rows.rows(_positions.Positions(start=start), stop - start, self._constants,
-                          self.compute_dtype)
+        rows = _rows.rows(
+            _positions.Positions(start=start), stop - start, self._constants, self.compute_dtype
+        )
         return rows[None]
 
     def call(self, inputs, start_index=0, positions=None):

@@ -15,9 +15,21 @@ class RotaryEmbeddingMixin:
 
     inputs_hint = "queries or keys"
 
-    def __init__(self, max_wavelength=10000, scaling_factor=1.0, rope_type="linear", beta_fast=32.0,
-                 beta_slow=1.0, original_max_position_embeddings=4096, truncate=True,
-                 sequence_axis=1, feature_axis=-1, denominator_dim=None, layout="half", **kwargs):
+    def __init__(
+        self,
+        max_wavelength=10000,
+        scaling_factor=1.0,
+        rope_type="linear",
+        beta_fast=32.0,
+        beta_slow=1.0,
+        original_max_position_embeddings=4096,
+        truncate=True,
+        sequence_axis=1,
+        feature_axis=-1,
+        denominator_dim=None,
+        layout="half",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.max_wavelength = _validation.wavelength("max_wavelength", max_wavelength)
         self.scaling_factor = _validation.number_at_least("scaling_factor", scaling_factor, 1)
@@ -25,14 +37,16 @@ class RotaryEmbeddingMixin:
         self.beta_fast = _validation.number_at_least("beta_fast", beta_fast, 0, strict=True)
         self.beta_slow = _validation.number_at_least("beta_slow", beta_slow, 0, strict=True)
         self.original_max_position_embeddings = _validation.positive_int(
-            "original_max_position_embeddings", original_max_position_embeddings)
+            "original_max_position_embeddings", original_max_position_embeddings
+        )
         if not isinstance(truncate, bool):
             raise ValueError(f"`truncate` must be a boolean. {_validation.received('truncate', truncate)}")
         self.truncate = truncate
         self.sequence_axis = _validation.integer("sequence_axis", sequence_axis)
         self.feature_axis = _validation.integer("feature_axis", feature_axis)
-        self.denominator_dim = (None if denominator_dim is None
-                                else _validation.positive_int("denominator_dim", denominator_dim))
+        self.denominator_dim = (
+            None if denominator_dim is None else _validation.positive_int("denominator_dim", denominator_dim)
+        )
         self.layout = _validation.one_of("layout", layout, ROTARY_LAYOUTS)
         # YaRN's attention temperature, applied to the cosines and sines as keras-hub does.
         self._table_scale = 0.1 * math.log(self.scaling_factor) + 1 if self.rope_type == "yarn" else 1.0
@@ -63,8 +77,14 @@ class RotaryEmbeddingMixin:
     def frequencies(self, dim):
         """The float64 angular frequency of each of the `dim // 2` feature pairs."""
         return encoding.rotary_frequencies(
-            dim, self.max_wavelength, self.scaling_factor, self.rope_type, self.beta_fast,
-            self.beta_slow, self.original_max_position_embeddings, self.truncate,
+            dim,
+            self.max_wavelength,
+            self.scaling_factor,
+            self.rope_type,
+            self.beta_fast,
+            self.beta_slow,
+            self.original_max_position_embeddings,
+            self.truncate,
             self.denominator_dim,
         )
 
@@ -93,8 +113,12 @@ class RotaryEmbeddingMixin:
         rank = len(inputs.shape)
         sequence_axis, feature_axis = self._order(rank)[1], self._order(rank)[-1]
         wide = "float64" if self.compute_dtype == "float64" else "float32"
-        return _rows.rows(positions, _positions.sequence_length(inputs, sequence_axis),
-                          self._constants(inputs.shape[feature_axis]), wide)
+        return _rows.rows(
+            positions,
+            _positions.sequence_length(inputs, sequence_axis),
+            self._constants(inputs.shape[feature_axis]),
+            wide,
+        )
 
     def _combine(self, inputs, rows):
         rank = len(inputs.shape)

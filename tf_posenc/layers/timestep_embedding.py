@@ -7,8 +7,9 @@ from tf_posenc.layers.base import SinusoidLayer
 class TimestepEmbeddingMixin:
     """The body of `TimestepEmbedding`, shared by its Keras 3 and tf_keras (Keras 2) classes."""
 
-    def __init__(self, dim, max_period=10000, downscale_freq_shift=1, flip_sin_to_cos=False,
-                 scale=1.0, **kwargs):
+    def __init__(
+        self, dim, max_period=10000, downscale_freq_shift=1, flip_sin_to_cos=False, scale=1.0, **kwargs
+    ):
         super().__init__(**kwargs)
         self.dim = _validation.positive_int("dim", dim)
         self.max_period = _validation.wavelength("max_period", max_period)
@@ -28,8 +29,11 @@ class TimestepEmbeddingMixin:
         self.flip_sin_to_cos = flip_sin_to_cos
         self.scale = _validation.number_at_least("scale", scale, 0, strict=True)
         self.supports_masking = False
-        self._constants = _rows.column_constants(*encoding.timestep_columns(
-            self.dim, self.max_period, self.downscale_freq_shift, self.flip_sin_to_cos, self.scale))
+        self._constants = _rows.column_constants(
+            *encoding.timestep_columns(
+                self.dim, self.max_period, self.downscale_freq_shift, self.flip_sin_to_cos, self.scale
+            )
+        )
 
     def call(self, inputs):
         timesteps = _positions.checked_values("inputs", self._checked_inputs(inputs))
