@@ -222,15 +222,6 @@ def attention_model(layout="half"):
     return keras.Model(queries, rotated)
 
 
-SAVE = """
-import numpy as np, keras, tf_posenc, sys
-sys.path.insert(0, {tests!r})
-from test_rotary import attention_model
-model = attention_model("interleave")
-model.save("rope.keras")
-model.export("exported", verbose=False)
-"""
-
 RELOAD = """
 import json, sys
 sys.path.insert(0, {tests!r})
@@ -263,7 +254,9 @@ print(json.dumps(errors))
 @pytest.mark.slow
 def test_keras_file_and_saved_model_reload_in_fresh_processes(tmp_path):
     tests = str(pathlib.Path(__file__).parent)
-    run_python(SAVE.format(tests=tests), tmp_path)
+    model = attention_model("interleave")  # saved here; reloaded in fresh interpreters
+    model.save(tmp_path / "rope.keras")
+    model.export(str(tmp_path / "exported"), verbose=False)
     reloaded = json.loads(run_python(RELOAD.format(tests=tests), tmp_path).splitlines()[-1])
     assert reloaded["layout"] == "interleave" and reloaded["error"] <= 4 * 2**-23 * 4
     served = json.loads(run_python(SERVE.format(tests=tests), tmp_path).splitlines()[-1])

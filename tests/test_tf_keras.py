@@ -182,9 +182,18 @@ print(json.dumps(result))
 """
 
 
+@pytest.fixture(scope="module")
+def legacy_world(tmp_path_factory):
+    """One tf_keras interpreter saves the files the reload test reads, then trains; returns its
+    folder and what it reported."""
+    folder = tmp_path_factory.mktemp("legacy_world")
+    result = json.loads(run_python(SAVE_LEGACY + LEGACY_WORLD, folder, env=LEGACY).splitlines()[-1])
+    return folder, result
+
+
 @pytest.mark.slow
-def test_legacy_keras_users_get_tf_keras_layers_that_train(tmp_path):
-    result = json.loads(run_python(LEGACY_WORLD, tmp_path, env=LEGACY).splitlines()[-1])
+def test_legacy_keras_users_get_tf_keras_layers_that_train(legacy_world):
+    tmp_path, result = legacy_world
     assert result["families"] == ["tf_posenc.tf_keras"]
     for name in ("functional", "sequential", "subclassed"):
         first, last = result[name]
@@ -241,8 +250,8 @@ for path in ("tf_keras_saved_model", "saved_model"):
 
 
 @pytest.mark.slow
-def test_legacy_saved_models_reload_and_serve_without_tf_posenc(tmp_path):
-    run_python(SAVE_LEGACY, tmp_path, env=LEGACY)
+def test_legacy_saved_models_reload_and_serve_without_tf_posenc(legacy_world):
+    tmp_path = legacy_world[0]
     loaded = run_python(LOAD_LEGACY, tmp_path, env=LEGACY).splitlines()[-3:]
     kinds = ["PositionalEmbedding", "PositionalEncoding", "RotaryEmbedding"]
     assert [line.split() for line in loaded] == [
