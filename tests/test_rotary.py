@@ -6,8 +6,11 @@ import pathlib
 import keras
 import keras_hub
 import numpy as np
+import onnxruntime
 import pytest
 import tensorflow as tf
+import tf2onnx
+from ai_edge_litert.interpreter import Interpreter
 from helpers import MaskProbe, run_python
 from layer_checks import run_layer_checks
 from reference import keras_hub_yarn_frequencies, reference_rotation, rope_frequencies
@@ -271,6 +274,38 @@ def test_litert_and_onnxruntime_rotate_like_the_formula(tmp_path):
     spec = tf.TensorSpec((None, None, 2, 8), tf.float32)
     for serve in (to_tflite(model, tmp_path), to_onnx(model, spec)):
         assert np.abs(serve(x) - exact).max() <= 4 * rounding_floor(exact, "float32")
+
+
+@pytest.mark.slow
+def test_positions_given_as_a_model_input_convert_to_litert_builtins_and_onnx(tmp_path):
+    # Left padding, packed batches and KV caches give the positions as an input of the model.
+    queries, positions = keras.Input((None, 2, 8)), keras.Input((None,), dtype="int32")
+    model = keras.Model([queries, positions], RotaryEmbedding()(queries, positions=positions))
+    x = np.random.default_rng(9).normal(size=(2, 5, 2, 8)).astype("float32")
+    given = np.array([[4, 3, 2, 1, 0], [0, 1, 2, 3, 70000]], "int32")
+    exact = reference_rotation(x, given, rope_frequencies(8))
+    bound = 4 * rounding_floor(exact, "float32")
+
+    model.export(str(tmp_path / "exported"), verbose=False)
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(tmp_path / "exported"))
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    interpreter = Interpreter(model_content=converter.convert())
+    inputs = {detail["dtype"]: detail["index"] for detail in interpreter.get_input_details()}
+    for dtype, data in ((np.float32, x), (np.int32, given)):
+        interpreter.resize_tensor_input(inputs[dtype], data.shape)
+    interpreter.allocate_tensors()
+    for dtype, data in ((np.float32, x), (np.int32, given)):
+        interpreter.set_tensor(inputs[dtype], data)
+    interpreter.invoke()
+    rotated = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+    assert np.abs(rotated - exact).max() <= bound
+
+    specs = [tf.TensorSpec((None, None, 2, 8), tf.float32), tf.TensorSpec((None, None), tf.int32)]
+    function = tf.function(lambda q, p: model([q, p]), input_signature=specs)
+    proto, _ = tf2onnx.convert.from_function(function, input_signature=specs, opset=17)
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [given_input.name for given_input in session.get_inputs()]
+    assert np.abs(session.run(None, dict(zip(names, (x, given), strict=True)))[0] - exact).max() <= bound
 
 
 def test_yarn_scale_is_float64_under_a_float64_policy():

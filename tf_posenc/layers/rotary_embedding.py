@@ -135,7 +135,8 @@ class RotaryEmbeddingMixin:
             cosine = ops.reshape(ops.stack([cosine, cosine], axis=-1), ops.shape(rows))
             signed_sine = ops.reshape(ops.stack([-sine, sine], axis=-1), ops.shape(rows))
         for _ in range(rank - 3):  # between the sequence and the features
-            cosine, signed_sine = cosine[..., None, :], signed_sine[..., None, :]
+            # expand_dims, not [..., None, :]: TensorFlow Lite has no builtin for that slice.
+            cosine, signed_sine = ops.expand_dims(cosine, -2), ops.expand_dims(signed_sine, -2)
         x = ops.cast(ops.cast(inputs, self.compute_dtype), rows.dtype)
         if order != list(range(rank)):
             x = ops.transpose(x, order)
