@@ -22,11 +22,11 @@ class _EagerFunctions:
     call. On TensorFlow, one `tf.function` per input structure (rank, dtype, the sizes the
     layer depends on) computes the rows and combines them, traced with every other size left
     open, so every length and offset reuses it. On JAX, `jax.jit` (which traces once per shape,
-    with offsets and positions as traced values) compiles the two steps apart, so that the
-    rows are computed once and not again for every example the add or rotation covers (as
-    XLA's fusion of one program would). Inside a graph (an outer
-    `tf.function`, XLA, a SavedModel or a converter) the layers run the steps as they are, so
-    exported graphs hold the route's operations themselves.
+    with offsets and positions as traced values) compiles the two steps apart, so that the rows
+    are computed once, not again for every example the add or rotation covers (as XLA's fusion
+    of one program would do). Inside a graph (an outer `tf.function`, XLA, a SavedModel or a
+    converter) the layers run the steps as they are, so exported graphs hold the route's
+    operations themselves.
 
     Kept out of the layer's own attributes on purpose: SavedModel export saves the
     `tf.function` attributes of a layer, and these are for eager calls only.
