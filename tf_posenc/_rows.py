@@ -53,6 +53,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from tf_posenc import _validation
+
 _LIMB_BITS = 12
 _LIMB = 2**_LIMB_BITS
 _FREQUENCY_LIMBS = 6  # 72 bits of turns per position
@@ -62,7 +64,6 @@ _TABLE_BITS = 10
 _FINE = 2 ** (24 - _TABLE_BITS)  # the bits of `hi` below the table index
 _QUARTER_TURN = _DIGIT // 4  # in units of the `hi` digit
 _STEP = 64  # rows are built as sin(block + step) with step = position mod 64
-_MAX_POSITION = 2**31 - 1  # positions travel as int32
 
 # The invariants the route rests on; changing a constant above must keep them.
 assert _DIGIT == _LIMB**2, "a 24-bit digit is two limbs"
@@ -70,11 +71,11 @@ assert _POSITION_LIMBS * _LIMB_BITS >= 31, "every int32 position fits in the pos
 # A column sum adds at most three limb products and the carry of the column below it.
 _LARGEST_COLUMN_SUM = _POSITION_LIMBS * (_LIMB - 1) ** 2
 assert _LARGEST_COLUMN_SUM + _LARGEST_COLUMN_SUM // (_LIMB - 1) < 2**31, "column sums fit in int32"
+# The table index and the fine bits make up the `hi` digit; and since `slope_hi` keeps
+# _TABLE_BITS significant bits and `near` log2(_FINE), their product is exact in float32's
+# 24-bit significand.
 assert _TABLE_BITS + math.log2(_FINE) == 24, "table index and fine bits make up the `hi` digit"
-# `slope_hi` keeps _TABLE_BITS significant bits and `near` has log2(_FINE) bits: their product
-# must be exact in float32's 24-bit significand.
-assert _TABLE_BITS + math.log2(_FINE) <= 24, "slope_hi * near is exact in float32"
-assert _MAX_POSITION % _STEP == _STEP - 1, "the last block is whole"
+assert _validation.MAX_POSITION % _STEP == _STEP - 1, "the last block is whole"
 
 _TWO_PI = 2 * Fraction("3.14159265358979323846264338327950288419716939937510582097494459")
 
@@ -211,25 +212,23 @@ class _Pieces:
         self.upper = self.head + self.middle
         self.whole = rounded + low
 
+    def map(self, function):
+        """These pieces with `function` applied to each part."""
+        mapped = object.__new__(_Pieces)
+        for name, value in vars(self).items():
+            setattr(mapped, name, function(value))
+        return mapped
+
     def split(self, width):
         """The pieces of the first `width` columns, and of the others."""
-        halves = (object.__new__(_Pieces), object.__new__(_Pieces))
-        for name, value in vars(self).items():
-            for half, part in zip(halves, (value[..., :width], value[..., width:]), strict=True):
-                setattr(half, name, part)
-        return halves
+        return self.map(lambda value: value[..., :width]), self.map(lambda value: value[..., width:])
 
     def take(self, indices):
         """The pieces of the rows at `indices` along the first axis."""
-        taken = object.__new__(_Pieces)
-        for name, value in vars(self).items():
-            setattr(taken, name, ops.take(value, indices, axis=0))
-        return taken
+        return self.map(lambda value: ops.take(value, indices, axis=0))
 
     def expand(self, axis):
-        for name, value in vars(self).items():
-            setattr(self, name, ops.expand_dims(value, axis))
-        return self
+        return self.map(lambda value: ops.expand_dims(value, axis))
 
 
 def _sine_cosine_pieces(positions, constants, with_offsets=True):
@@ -294,15 +293,13 @@ def _contiguous_rows(start, length, constants, dtype):
     static_length = isinstance(length, int)
     if static_length and length < _STEP:  # fewer rows than a block: cheaper one by one, same bits
         return _rows_at(start + np.arange(length, dtype=np.int32), constants, dtype)
-    if isinstance(start, int) and static_length:
-        skip = start % _STEP
+    skip = start % _STEP
+    if not static_length:
+        blocks = (skip + length + _STEP - 1) // _STEP
+    elif isinstance(start, int):
         blocks = -(-(skip + length) // _STEP)
-    else:
-        skip = start % _STEP
-        if static_length:  # enough blocks for any skip: the grid keeps a static shape (JAX)
-            blocks = (length + 2 * _STEP - 2) // _STEP
-        else:
-            blocks = (skip + length + _STEP - 1) // _STEP
+    else:  # enough blocks for any skip: the grid keeps a static shape (JAX)
+        blocks = (length + 2 * _STEP - 2) // _STEP
     block_starts = (start - skip) + ops.arange(blocks, dtype="int32") * _STEP
     block = [pieces.expand(1) for pieces in _sine_cosine_pieces(block_starts, constants)]
     steps = [pieces.expand(0) for pieces in _step_pieces(constants)]

@@ -110,8 +110,8 @@ class RotaryEmbeddingMixin:
     def _rows_for(self, inputs, positions):
         """The sines of every pair, then their cosines, in float32 (float64 under a float64
         policy), for the positions along the sequence axis."""
-        rank = len(inputs.shape)
-        sequence_axis, feature_axis = self._order(rank)[1], self._order(rank)[-1]
+        order = self._order(len(inputs.shape))
+        sequence_axis, feature_axis = order[1], order[-1]
         wide = "float64" if self.compute_dtype == "float64" else "float32"
         return _rows.rows(
             positions,
