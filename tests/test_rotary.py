@@ -148,7 +148,7 @@ def test_whole_float_positions_are_exact_and_fractional_ones_refused():
         ({"sequence_axis": 5}, (1, 3, 8), ValueError, r"`sequence_axis` must name an axis"),
         ({"sequence_axis": 0}, (1, 3, 8), ValueError, r"`sequence_axis` must name an axis"),
         ({"sequence_axis": 2}, (1, 3, 8), ValueError, r"must differ"),
-        ({"rope_type": "ntk"}, None, ValueError, r"`rope_type` must be one of"),
+        ({"rope_type": "su"}, None, ValueError, r"`rope_type` must be one of"),
         ({"layout": "pairs"}, None, ValueError, r"`layout` must be one of"),
         ({"scaling_factor": 0.5}, None, ValueError, r"`scaling_factor` must be a finite number at least 1"),
         ({"max_wavelength": 1}, None, ValueError, r"`max_wavelength` must be a finite number greater than 1"),

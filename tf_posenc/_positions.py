@@ -202,6 +202,30 @@ def resolve(inputs, sequence_axis, limit, start_index=0, positions=None):
     return Positions(start=_checked_start(start_index, inputs, sequence_axis, limit))
 
 
+def extent(positions, length):
+    """The largest position of a call + 1: a Python int where it is known when the call is
+    traced (a Python `start_index` and a known length, or positions with known values), else
+    a scalar int32 tensor."""
+    if positions.values is not None:
+        known = _known_value(positions.values)
+        if known is None:
+            return ops.max(positions.values) + 1
+        return int(known.max()) + 1 if known.size else 0
+    start = positions.start if _is_python_int(positions.start) else _known_value(positions.start)
+    if start is not None and isinstance(length, int):
+        return int(start) + length
+    return positions.start + length
+
+
+def _known_value(tensor):
+    """The value of `tensor` as a NumPy array if it is known while tracing, else None."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return None if isinstance(tensor, jax.core.Tracer) else np.asarray(tensor)
+    return tf.get_static_value(tensor)
+
+
 def sequence_length(inputs, sequence_axis):
     """The length of `inputs` along `sequence_axis`: a Python int where known, else a tensor."""
     length = inputs.shape[sequence_axis]

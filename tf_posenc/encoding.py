@@ -166,7 +166,11 @@ def timestep_columns(dim, max_period=10000, downscale_freq_shift=1, flip_sin_to_
     return (np.concatenate([rates, rates, np.zeros(zero)]), np.concatenate([cosine, np.zeros(zero, bool)]))
 
 
-ROPE_TYPES = ("linear", "dynamic", "yarn")
+# keras-hub's three rope types, then transformers' (`"dynamic_ntk"` is transformers' `"dynamic"`,
+# renamed so that it cannot be mistaken for keras-hub's), then static NTK.
+ROPE_TYPES = ("linear", "dynamic", "yarn", "llama3", "longrope", "dynamic_ntk", "proportional", "ntk")
+# The types whose frequencies depend on the extent of the call (its largest position + 1).
+EXTENT_DEPENDENT_ROPE_TYPES = ("longrope", "dynamic_ntk")
 
 
 def rotary_frequencies(
@@ -179,29 +183,85 @@ def rotary_frequencies(
     original_max_position_embeddings=4096,
     truncate=True,
     denominator_dim=None,
+    *,
+    low_freq_factor=1.0,
+    high_freq_factor=4.0,
+    short_factor=None,
+    long_factor=None,
+    max_position_embeddings=None,
+    partial_rotary_factor=1.0,
+    seq_len=None,
 ):
-    """The `dim // 2` angular frequencies of a rotary embedding, in float64.
+    """The angular frequencies of the `dim // 2` feature pairs of a rotary embedding, in float64.
 
-    Every argument means what it means in keras-hub's `RotaryEmbedding` (0.32):
+    `dim` is the width that rotates. The arguments of keras-hub's `RotaryEmbedding` (0.32) come
+    first and mean what they mean there; the keyword-only ones are transformers' (5.x,
+    `modeling_rope_utils.py`), with their names and meaning.
 
     * `"linear"` divides every frequency by `scaling_factor` (position interpolation).
     * `"dynamic"` is keras-hub's rule: it divides every frequency, the highest included, by
-      `scaling_factor ** (dim / (dim - 2))`. That is neither transformers' dynamic NTK (whose
-      base grows with the current length) nor static NTK scaling (which leaves the highest
-      frequency unchanged); it is kept under keras-hub's name for models ported from it.
+      `scaling_factor ** (dim / (dim - 2))`. That is neither transformers' dynamic NTK
+      (`"dynamic_ntk"` here) nor static NTK (`"ntk"`); it is kept under keras-hub's name for
+      models ported from it.
     * `"yarn"` blends the plain and the interpolated frequencies by a ramp between the pairs
       that turn `beta_fast` and `beta_slow` times over `original_max_position_embeddings`
-      positions (YaRN, as keras-hub computes it).
+      positions (YaRN; keras-hub and transformers compute the same frequencies).
+    * `"llama3"` divides the frequencies whose wavelength exceeds
+      `original_max_position_embeddings / low_freq_factor` by `scaling_factor`, keeps those
+      below `original_max_position_embeddings / high_freq_factor`, and blends in between.
+    * `"longrope"` divides frequency `j` by `long_factor[j]` when `seq_len` (the largest
+      position of the call + 1) exceeds `original_max_position_embeddings`, else by
+      `short_factor[j]` (LongRoPE, Phi-3).
+    * `"dynamic_ntk"` is transformers' `"dynamic"`: nothing changes while `seq_len` is at most
+      `max_position_embeddings`; past it the base grows to
+      `base * (s * seq_len / max_position_embeddings - (s - 1)) ** (dim / (dim - 2))`.
+    * `"ntk"` is static NTK-aware scaling: the base becomes `base * s ** (dim / (dim - 2))`, so
+      the highest frequency stays and the lowest is divided by about `s`.
+    * `"proportional"` (Gemma 4): `dim` is the whole head; the first
+      `int(partial_rotary_factor * dim // 2)` pairs get the frequencies
+      `base ** (-2j / dim)` / `scaling_factor`, and the other pairs frequency 0 (they do not
+      rotate).
+
+    transformers rounds `short_factor` and `long_factor` to float32 and computes its inverse
+    frequencies in float32; here everything is float64, the numbers its code means.
     """
     exponents = np.arange(0, dim, 2, dtype=np.float64)
     base = np.float64(max_wavelength)
+    factor = np.float64(1.0 if scaling_factor is None else scaling_factor)
     plain = base ** -(exponents / (denominator_dim or dim))
     if rope_type == "linear":
-        return plain / scaling_factor
+        return plain / factor
     if rope_type == "dynamic":
-        return plain / np.float64(scaling_factor) ** (dim / max(1, dim - 2))
+        return plain / factor ** (dim / max(1, dim - 2))
+    if rope_type == "ntk":
+        return (base * factor ** (dim / (dim - 2))) ** -(exponents / dim)
+    if rope_type == "dynamic_ntk":
+        extent = max(seq_len or max_position_embeddings, max_position_embeddings)
+        grown = base * (factor * extent / max_position_embeddings - (factor - 1)) ** (dim / (dim - 2))
+        return grown ** -(exponents / dim)
+    if rope_type == "proportional":
+        rotating = int(partial_rotary_factor * dim // 2)
+        frequencies = np.zeros(dim // 2)
+        frequencies[:rotating] = base ** -(np.arange(0, 2 * rotating, 2) / dim)
+        return frequencies / factor
+    if rope_type == "longrope":
+        use_long = seq_len is not None and seq_len > original_max_position_embeddings
+        return plain / np.asarray(long_factor if use_long else short_factor, np.float64)
+    if rope_type == "llama3":
+        low_wavelength = original_max_position_embeddings / low_freq_factor
+        high_wavelength = original_max_position_embeddings / high_freq_factor
+        wavelength = 2 * math.pi / plain
+        smooth = (original_max_position_embeddings / wavelength - low_freq_factor) / (
+            high_freq_factor - low_freq_factor
+        )
+        blended = (1 - smooth) * plain / factor + smooth * plain
+        return np.where(
+            wavelength < high_wavelength,
+            plain,
+            np.where(wavelength > low_wavelength, plain / factor, blended),
+        )
     extrapolated = 1 / base ** (exponents / dim)
-    interpolated = extrapolated / scaling_factor
+    interpolated = extrapolated / factor
 
     def correction_dim(rotations):
         return (
@@ -216,6 +276,40 @@ def rotary_frequencies(
     low, high = max(low, 0), min(high, dim - 1)
     ramp = np.clip((np.arange(dim // 2) - low) / max(high - low, 0.001), 0, 1)
     return interpolated * ramp + extrapolated * (1 - ramp)
+
+
+def rotary_attention_factor(
+    rope_type,
+    scaling_factor=1.0,
+    original_max_position_embeddings=4096,
+    attention_factor=None,
+    mscale=None,
+    mscale_all_dim=None,
+):
+    """The number a rotary embedding multiplies its cosines and sines by, as a Python float.
+
+    `attention_factor`, when given, is the answer (`1.0` turns the scale off). Otherwise, as in
+    transformers: YaRN's `0.1 * ln(s) + 1` (also keras-hub's), or with `mscale` and
+    `mscale_all_dim` both set DeepSeek's ratio `(0.1 * mscale * ln(s) + 1) /
+    (0.1 * mscale_all_dim * ln(s) + 1)`; LongRoPE's `sqrt(1 + ln(s) / ln(original))`; `1.0`
+    for every other type and wherever `s <= 1`.
+    """
+    if attention_factor is not None:
+        return float(attention_factor)
+    factor = 1.0 if scaling_factor is None else float(scaling_factor)
+    if factor <= 1:
+        return 1.0
+    if rope_type == "yarn":
+
+        def temperature(weight):
+            return 0.1 * weight * math.log(factor) + 1.0
+
+        if mscale and mscale_all_dim:
+            return temperature(mscale) / temperature(mscale_all_dim)
+        return temperature(1.0)
+    if rope_type == "longrope":
+        return math.sqrt(1 + math.log(factor) / math.log(original_max_position_embeddings))
+    return 1.0
 
 
 def rotary_columns(frequencies):

@@ -153,9 +153,14 @@ class SinusoidLayerMixin:
     def _run(self, inputs, positions=None, kept_axes=(-1,)):
         """The rows of `positions` combined with `inputs`, compiled once for eager calls
         (`kept_axes` are the axes of `inputs` whose sizes the steps depend on)."""
-        if _is_eager(inputs):
+        if _is_eager(inputs) and self._compiled_in_eager_calls():
             return self._eager_functions(self, inputs, positions, kept_axes)
         return self._combine(inputs, self._rows_for(inputs, positions))
+
+    def _compiled_in_eager_calls(self):
+        """Whether eager calls run compiled (a layer whose constants follow each call's values
+        runs them op by op)."""
+        return True
 
     def _combine(self, inputs, rows):
         return keras.ops.cast(inputs, self.compute_dtype) + rows

@@ -1,10 +1,8 @@
-import math
-
 import keras
 import numpy as np
 from keras import ops
 
-from tf_posenc import _positions, _rows, _validation, encoding
+from tf_posenc import _hf_config, _positions, _rows, _validation, encoding
 from tf_posenc.layers.base import SinusoidLayer
 
 ROTARY_LAYOUTS = ("half", "interleave")
@@ -18,7 +16,7 @@ class RotaryEmbeddingMixin:
     def __init__(
         self,
         max_wavelength=10000,
-        scaling_factor=1.0,
+        scaling_factor=None,
         rope_type="linear",
         beta_fast=32.0,
         beta_slow=1.0,
@@ -28,11 +26,21 @@ class RotaryEmbeddingMixin:
         feature_axis=-1,
         denominator_dim=None,
         layout="half",
+        *,
+        attention_factor=None,
+        mscale=None,
+        mscale_all_dim=None,
+        low_freq_factor=1.0,
+        high_freq_factor=4.0,
+        short_factor=None,
+        long_factor=None,
+        max_position_embeddings=None,
+        partial_rotary_factor=1.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.max_wavelength = _validation.wavelength("max_wavelength", max_wavelength)
-        self.scaling_factor = _validation.number_at_least("scaling_factor", scaling_factor, 1)
+        self.scaling_factor = _optional(_validation.number_at_least, "scaling_factor", scaling_factor, 1)
         self.rope_type = _validation.one_of("rope_type", rope_type, encoding.ROPE_TYPES)
         self.beta_fast = _validation.number_at_least("beta_fast", beta_fast, 0, strict=True)
         self.beta_slow = _validation.number_at_least("beta_slow", beta_slow, 0, strict=True)
@@ -44,13 +52,61 @@ class RotaryEmbeddingMixin:
         self.truncate = truncate
         self.sequence_axis = _validation.integer("sequence_axis", sequence_axis)
         self.feature_axis = _validation.integer("feature_axis", feature_axis)
-        self.denominator_dim = (
-            None if denominator_dim is None else _validation.positive_int("denominator_dim", denominator_dim)
-        )
+        self.denominator_dim = _optional(_validation.positive_int, "denominator_dim", denominator_dim)
         self.layout = _validation.one_of("layout", layout, ROTARY_LAYOUTS)
-        # YaRN's attention temperature, applied to the cosines and sines as keras-hub does.
-        self._table_scale = 0.1 * math.log(self.scaling_factor) + 1 if self.rope_type == "yarn" else 1.0
-        self._last_constants = None
+        self.attention_factor = _optional(
+            _validation.number_at_least, "attention_factor", attention_factor, 0, strict=True
+        )
+        self.mscale = _optional(_validation.number_at_least, "mscale", mscale, 0)
+        self.mscale_all_dim = _optional(_validation.number_at_least, "mscale_all_dim", mscale_all_dim, 0)
+        self.low_freq_factor = _validation.number_at_least("low_freq_factor", low_freq_factor, 0, strict=True)
+        self.high_freq_factor = _validation.number_at_least(
+            "high_freq_factor", high_freq_factor, 0, strict=True
+        )
+        if self.rope_type == "llama3" and not self.high_freq_factor > self.low_freq_factor:
+            raise ValueError(
+                "`high_freq_factor` must be greater than `low_freq_factor`. "
+                f"Received: high_freq_factor={high_freq_factor}, low_freq_factor={low_freq_factor}"
+            )
+        self.short_factor = _optional(_factor_list, "short_factor", short_factor)
+        self.long_factor = _optional(_factor_list, "long_factor", long_factor)
+        _check_longrope_factors(self.rope_type, self.short_factor, self.long_factor)
+        self.max_position_embeddings = _optional(
+            _validation.positive_int, "max_position_embeddings", max_position_embeddings
+        )
+        if self.rope_type == "dynamic_ntk" and self.max_position_embeddings is None:
+            raise ValueError(
+                "`rope_type='dynamic_ntk'` needs `max_position_embeddings`: its frequencies "
+                "change once a call reaches past it. Received: max_position_embeddings=None"
+            )
+        self.partial_rotary_factor = _validation.number_at_least(
+            "partial_rotary_factor", partial_rotary_factor, 0, strict=True
+        )
+        if self.partial_rotary_factor > 1:
+            raise ValueError(
+                "`partial_rotary_factor` must be in (0, 1]: the fraction of each head that rotates. "
+                f"{_validation.received('partial_rotary_factor', partial_rotary_factor)}"
+            )
+        self._factor = self._effective_factor()
+        # Applied to the cosines and sines, as keras-hub and transformers do.
+        self._table_scale = encoding.rotary_attention_factor(
+            self.rope_type,
+            self._factor,
+            self.original_max_position_embeddings,
+            self.attention_factor,
+            self.mscale,
+            self.mscale_all_dim,
+        )
+        self._cached_constants = ()
+
+    def _effective_factor(self):
+        """`scaling_factor`, or for YaRN and LongRoPE without one the ratio of the context
+        lengths, as transformers infers it; 1.0 otherwise."""
+        if self.scaling_factor is not None:
+            return self.scaling_factor
+        if self.rope_type in ("yarn", "longrope") and self.max_position_embeddings is not None:
+            return self.max_position_embeddings / self.original_max_position_embeddings
+        return 1.0
 
     def call(self, inputs, start_index=0, positions=None):
         sequence_axis, feature_axis = self._axes(tuple(inputs.shape))
@@ -72,30 +128,126 @@ class RotaryEmbeddingMixin:
             "feature_axis": self.feature_axis,
             "denominator_dim": self.denominator_dim,
             "layout": self.layout,
+            "attention_factor": self.attention_factor,
+            "mscale": self.mscale,
+            "mscale_all_dim": self.mscale_all_dim,
+            "low_freq_factor": self.low_freq_factor,
+            "high_freq_factor": self.high_freq_factor,
+            "short_factor": None if self.short_factor is None else list(self.short_factor),
+            "long_factor": None if self.long_factor is None else list(self.long_factor),
+            "max_position_embeddings": self.max_position_embeddings,
+            "partial_rotary_factor": self.partial_rotary_factor,
         }
 
-    def frequencies(self, dim):
-        """The float64 angular frequency of each of the `dim // 2` feature pairs."""
+    @classmethod
+    def from_hf_config(cls, config, layer_type=None, **kwargs):
+        """The layer a Hugging Face transformers model config describes.
+
+        Args:
+            config: A `config.json` as a dict, a path to one, or an object with the same
+                attributes (a transformers `PretrainedConfig`). Read: `rope_parameters`
+                (transformers 5) or `rope_scaling` with `rope_theta` (4.x, old key `"type"`
+                included), `partial_rotary_factor` (GPT-NeoX: `rotary_pct`, `rotary_emb_base`),
+                `max_position_embeddings`, a top-level `original_max_position_embeddings`
+                (Phi-3), `rope_interleave` (DeepSeek-V3: the interleave layout), and a
+                multimodal model's `text_config`.
+            layer_type: For models whose layers rotate differently (Gemma 3 and 4):
+                `"full_attention"` or `"sliding_attention"`, a key of its `rope_parameters`.
+            **kwargs: Further constructor arguments (`dtype`, `name`, `sequence_axis`,
+                `feature_axis`, or `layout` to override the config's).
+
+        Returns:
+            The layer, to be applied to queries and keys whose feature axis is the config's
+            rotary head size (`head_dim`; DeepSeek's `qk_rope_head_dim`; Gemma 4's
+            `global_head_dim` for full attention).
+
+        transformers' `"dynamic"` becomes `"dynamic_ntk"`, and `"default"` the unscaled
+        `"linear"`. A missing or contradictory key is a `ValueError` that names it.
+
+        Example:
+
+        >>> llama = {"hidden_size": 4096, "num_attention_heads": 32, "rope_theta": 500000.0,
+        ...          "max_position_embeddings": 131072,
+        ...          "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+        ...                           "high_freq_factor": 4.0,
+        ...                           "original_max_position_embeddings": 8192}}
+        >>> layer = RotaryEmbedding.from_hf_config(llama)
+        >>> layer.rope_type, layer.max_wavelength, layer.scaling_factor
+        ('llama3', 500000.0, 8.0)
+        """
+        return cls(**_hf_config.rotary_arguments(config, layer_type), **kwargs)
+
+    def frequencies(self, dim, seq_len=None):
+        """The float64 angular frequency of each feature pair that rotates, for features of
+        width `dim`; `seq_len` (a call's largest position + 1) matters to `"longrope"` and
+        `"dynamic_ntk"` only."""
         return encoding.rotary_frequencies(
-            dim,
+            self._rotated_width(dim),
             self.max_wavelength,
-            self.scaling_factor,
+            self._factor,
             self.rope_type,
             self.beta_fast,
             self.beta_slow,
             self.original_max_position_embeddings,
             self.truncate,
             self.denominator_dim,
+            low_freq_factor=self.low_freq_factor,
+            high_freq_factor=self.high_freq_factor,
+            short_factor=self.short_factor,
+            long_factor=self.long_factor,
+            max_position_embeddings=self.max_position_embeddings,
+            partial_rotary_factor=self.partial_rotary_factor,
+            seq_len=seq_len,
         )
 
-    def _constants(self, dim):
-        """The route's constants for features of width `dim`, built once (again only when a
-        call brings another width)."""
-        constants = self._last_constants
-        if constants is None or constants.width != dim:
-            constants = _rows.column_constants(*encoding.rotary_columns(self.frequencies(dim)))
-            self._last_constants = constants
+    def _constants(self, dim, seq_len=None):
+        """The route's constants for features of width `dim` (and a call's `seq_len`), built
+        once: the last two sets are kept, enough for LongRoPE's short and long factors."""
+        if self.rope_type == "longrope":
+            seq_len = self.original_max_position_embeddings + int(
+                seq_len is not None and seq_len > self.original_max_position_embeddings
+            )
+        elif self.rope_type == "dynamic_ntk":
+            seq_len = max(seq_len, self.max_position_embeddings)
+        else:
+            seq_len = None
+        for key, constants in self._cached_constants:
+            if key == (dim, seq_len):
+                return constants
+        constants = _rows.column_constants(*encoding.rotary_columns(self.frequencies(dim, seq_len)))
+        self._cached_constants = (*self._cached_constants[-1:], ((dim, seq_len), constants))
         return constants
+
+    def _call_constants(self, dim, positions, length):
+        """The constants of a call: LongRoPE picks its short or long factors by the call's
+        extent (inside the graph where the extent is only known when it runs), dynamic NTK
+        computes its frequencies for the extent, which must be known when the call is traced."""
+        if self.rope_type not in encoding.EXTENT_DEPENDENT_ROPE_TYPES:
+            return self._constants(dim)
+        extent = _positions.extent(positions, length)
+        if isinstance(extent, int):
+            return self._constants(dim, extent)
+        if self.rope_type == "dynamic_ntk":
+            raise ValueError(
+                "`rope_type='dynamic_ntk'` computes its frequencies from a call's largest position, "
+                "which must be known when the call is traced: call the layer eagerly, or with a "
+                "Python int `start_index` and a fixed sequence length (inputs of known length). "
+                "Received: a start_index, positions or sequence length known only at run time"
+            )
+        short = self._constants(dim)
+        long = self._constants(dim, self.original_max_position_embeddings + 1)
+        limbs = ops.where(extent > self.original_max_position_embeddings, long.limbs, short.limbs)
+        return _rows.Constants(limbs, short.offsets)
+
+    def _compiled_in_eager_calls(self):
+        return self.rope_type != "dynamic_ntk"  # its constants follow each call's extent
+
+    def _rotated_width(self, dim):
+        """How many of the `dim` features rotate: `partial_rotary_factor` of them, except
+        for `"proportional"`, whose non-rotating pairs are spread through the head."""
+        if self.rope_type == "proportional" or self.partial_rotary_factor == 1:
+            return dim
+        return int(dim * self.partial_rotary_factor)
 
     def _output_shape(self, shape):
         self._axes(shape)
@@ -108,17 +260,14 @@ class RotaryEmbeddingMixin:
         return [0, sequence_axis, *middle, feature_axis]
 
     def _rows_for(self, inputs, positions):
-        """The sines of every pair, then their cosines, in float32 (float64 under a float64
-        policy), for the positions along the sequence axis."""
+        """The sines of every rotating pair, then their cosines, in float32 (float64 under a
+        float64 policy), for the positions along the sequence axis."""
         order = self._order(len(inputs.shape))
         sequence_axis, feature_axis = order[1], order[-1]
         wide = "float64" if self.compute_dtype == "float64" else "float32"
-        return _rows.rows(
-            positions,
-            _positions.sequence_length(inputs, sequence_axis),
-            self._constants(inputs.shape[feature_axis]),
-            wide,
-        )
+        length = _positions.sequence_length(inputs, sequence_axis)
+        constants = self._call_constants(inputs.shape[feature_axis], positions, length)
+        return _rows.rows(positions, length, constants, wide)
 
     def _combine(self, inputs, rows):
         rank = len(inputs.shape)
@@ -140,13 +289,19 @@ class RotaryEmbeddingMixin:
         x = ops.cast(ops.cast(inputs, self.compute_dtype), rows.dtype)
         if order != list(range(rank)):
             x = ops.transpose(x, order)
-        pairs = x.shape[-1] // 2
+        width = rows.shape[-1]
+        passed = None
+        if width < x.shape[-1]:  # partial rotary: the features past `width` pass through
+            x, passed = x[..., :width], ops.cast(x[..., width:], self.compute_dtype)
+        pairs = width // 2
         if self.layout == "half":
             partner = ops.concatenate([x[..., pairs:], x[..., :pairs]], axis=-1)
         else:
             paired = ops.reshape(x, (*ops.shape(x)[:-1], pairs, 2))
             partner = ops.reshape(ops.flip(paired, axis=-1), ops.shape(x))
         rotated = ops.cast(x * cosine + partner * signed_sine, self.compute_dtype)
+        if passed is not None:
+            rotated = ops.concatenate([rotated, passed], axis=-1)
         if order == list(range(rank)):
             return rotated
         return ops.transpose(rotated, np.argsort(order).tolist())
@@ -179,7 +334,64 @@ class RotaryEmbeddingMixin:
                 "The feature axis of `inputs` must have a known, even size: the features "
                 f"rotate in pairs. Received: inputs.shape={shape} with feature_axis={self.feature_axis}"
             )
+        width = self._rotated_width(dim)
+        if width == 0 or width % 2:
+            raise ValueError(
+                "`partial_rotary_factor` must leave an even, positive number of rotating features: "
+                f"int({dim} * {self.partial_rotary_factor}) = {width}. Received: "
+                f"partial_rotary_factor={self.partial_rotary_factor} for inputs.shape={shape}"
+            )
+        for name in ("short_factor", "long_factor"):
+            factors = getattr(self, name)
+            if self.rope_type == "longrope" and len(factors) != width // 2:
+                raise ValueError(
+                    f"`{name}` must have one entry per rotating feature pair: {width // 2} for "
+                    f"{width} rotating features. Received: len({name})={len(factors)} for "
+                    f"inputs.shape={shape}"
+                )
         return tuple(axes)
+
+
+def _optional(check, name, value, *arguments, **options):
+    """`check(name, value, ...)`, with `None` let through."""
+    return None if value is None else check(name, value, *arguments, **options)
+
+
+def _factor_list(name, values):
+    """`values` as a tuple of positive Python floats (kept as a tuple: Keras tracks lists)."""
+    try:
+        numbers = tuple(_validation.number_at_least(name, value, 0, strict=True) for value in values)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"`{name}` must be a list of positive numbers, one per rotating feature pair. "
+            f"{_validation.received(name, values)}"
+        ) from None
+    if not numbers:
+        raise ValueError(f"`{name}` must not be empty. {_validation.received(name, values)}")
+    return numbers
+
+
+def _check_longrope_factors(rope_type, short_factor, long_factor):
+    if rope_type == "longrope":
+        missing = [
+            name
+            for name, value in (("short_factor", short_factor), ("long_factor", long_factor))
+            if value is None
+        ]
+        if missing:
+            raise ValueError(
+                f"`rope_type='longrope'` needs `short_factor` and `long_factor`. Received: {missing[0]}=None"
+            )
+        if len(short_factor) != len(long_factor):
+            raise ValueError(
+                "`short_factor` and `long_factor` must have the same length. Received: "
+                f"len(short_factor)={len(short_factor)}, len(long_factor)={len(long_factor)}"
+            )
+    elif short_factor is not None or long_factor is not None:
+        raise ValueError(
+            "`short_factor` and `long_factor` are LongRoPE's: pass them with rope_type='longrope'. "
+            f"Received: rope_type={rope_type!r}"
+        )
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
@@ -194,31 +406,82 @@ class RotaryEmbedding(RotaryEmbeddingMixin, SinusoidLayer):
     The angles are never formed: the cosines and sines come from the exact integer-phase
     route of `PositionalEncoding`, and the rotation runs in float32 (float64 under a float64
     policy) with a single rounding to the compute dtype, so a bfloat16 model keeps the
-    relative-position property at a million positions. Arguments mean what they mean in
-    keras-hub's `RotaryEmbedding`, in the same order, so a keras-hub model can switch layers
-    and keep its weights.
+    relative-position property at a million positions. The positional arguments mean what
+    they mean in keras-hub's `RotaryEmbedding`, in the same order, so a keras-hub model can
+    switch layers and keep its weights; the keyword-only ones are Hugging Face transformers'
+    rope parameters, with their names and meaning, and `from_hf_config` reads them from a
+    model's config. Every rope type is a set of per-pair frequencies and one scale of the
+    cosines and sines, so every type runs on the exact route.
+
+    Rope types, and the models that use them:
+
+    * `"linear"`: RoFormer, GPT-NeoX, Llama 2, Qwen, Gemma; frequencies divided by
+      `scaling_factor` (1 for none).
+    * `"llama3"`: Llama 3.1-3.3; long wavelengths divided by `scaling_factor`, a blend
+      between them and the short ones.
+    * `"yarn"`: Qwen2.5/3 long context, DeepSeek-V3, gpt-oss; YaRN's ramp, with the scale
+      from `attention_factor` or `mscale` / `mscale_all_dim`.
+    * `"longrope"`: Phi-3, Phi-3.5, Phi-4-mini; divided by `short_factor` or `long_factor`.
+    * `"dynamic_ntk"`: transformers' `"dynamic"`; the base grows with a call's extent past
+      `max_position_embeddings`.
+    * `"proportional"`: Gemma 4's full attention; the first pairs rotate, the rest have
+      frequency 0.
+    * `"ntk"`: static NTK-aware scaling; the base times `scaling_factor ** (d / (d - 2))`.
+    * `"dynamic"`: keras-hub's rule; every frequency divided by
+      `scaling_factor ** (d / (d - 2))`.
+
+    `"longrope"` takes the long factors when a call's largest position + 1 exceeds
+    `original_max_position_embeddings`, as transformers does, inside the graph where that is
+    only known when it runs (SavedModel and TensorFlow Lite switch at run time). Decoding with
+    a cache, steps before the switch were rotated with the short factors and stay so (as in
+    transformers); a full pass past it rotates every position with the long ones.
+    `"dynamic_ntk"` needs a call's largest position when the call is traced (eager calls, a
+    Python `start_index` with a known length); it recomputes for each call, where transformers
+    keeps the largest length it has seen until a call falls back within
+    `max_position_embeddings`.
 
     Args:
-        max_wavelength: Number greater than 1. The base of the wavelengths. Defaults to
-            `10000`.
-        scaling_factor: Number, at least 1. Stretches the wavelengths to serve longer
-            contexts. Defaults to `1.0`.
-        rope_type: `"linear"`, `"dynamic"` (keras-hub's rule, not transformers' dynamic NTK)
-            or `"yarn"`: how `scaling_factor` applies (see
+        max_wavelength: Number greater than 1. The base of the wavelengths (transformers'
+            `rope_theta`). Defaults to `10000`.
+        scaling_factor: Optional number, at least 1 (transformers' `factor`). Stretches the
+            wavelengths to serve longer contexts. `None` means 1, except for `"yarn"` and
+            `"longrope"` given `max_position_embeddings`, which infer it as
+            `max_position_embeddings / original_max_position_embeddings` (as transformers
+            does). Defaults to `None`.
+        rope_type: One of the types above: how `scaling_factor` applies (see
             `tf_posenc.encoding.rotary_frequencies`). Defaults to `"linear"`.
         beta_fast: Number. YaRN's fast boundary. Defaults to `32.0`.
         beta_slow: Number. YaRN's slow boundary. Defaults to `1.0`.
-        original_max_position_embeddings: Integer. YaRN's training context. Defaults to
-            `4096`.
+        original_max_position_embeddings: Integer. The pretraining context of `"yarn"`,
+            `"llama3"` and `"longrope"`. Defaults to `4096`.
         truncate: Boolean. Whether YaRN's correction range is rounded to whole dimensions.
             Defaults to `True`.
         sequence_axis: Integer. The sequence axis of the inputs. Defaults to `1`.
         feature_axis: Integer. The feature axis of the inputs. Defaults to `-1`.
         denominator_dim: Optional integer. The width in the frequency exponent, if not the
-            feature width. Defaults to `None`.
-        layout: `"half"` (feature `j` pairs with `j + dim/2`: GPT-NeoX, LLaMA, keras-hub) or
-            `"interleave"` (`2j` with `2j + 1`: RoFormer, GPT-J, the documents' `T(k)`).
-            Defaults to `"half"`.
+            feature width (`"linear"` and `"dynamic"`). Defaults to `None`.
+        layout: `"half"` (feature `j` pairs with `j + dim/2`: GPT-NeoX, Hugging Face's LLaMA,
+            keras-hub) or `"interleave"` (`2j` with `2j + 1`: RoFormer, GPT-J, Meta's LLaMA,
+            DeepSeek-V3, the documents' `T(k)`). Defaults to `"half"`.
+        attention_factor: Optional positive number multiplying the cosines and sines; `None`
+            takes the type's own (YaRN `0.1 ln s + 1`, LongRoPE
+            `sqrt(1 + ln s / ln original)`, else 1); `1.0` turns it off (for checkpoints that
+            scale the attention logits instead). Defaults to `None`.
+        mscale: Optional number. DeepSeek's YaRN numerator weight (with `mscale_all_dim`).
+            Defaults to `None`.
+        mscale_all_dim: Optional number. DeepSeek's YaRN denominator weight. Defaults to
+            `None`.
+        low_freq_factor: Number. Llama 3's low-frequency boundary. Defaults to `1.0`.
+        high_freq_factor: Number. Llama 3's high-frequency boundary. Defaults to `4.0`.
+        short_factor: LongRoPE's per-pair divisors within the pretraining context (a list,
+            one per rotating pair). Defaults to `None`.
+        long_factor: LongRoPE's per-pair divisors past it. Defaults to `None`.
+        max_position_embeddings: Optional integer. The model's context (for `"dynamic_ntk"`,
+            and for inferring YaRN's and LongRoPE's `scaling_factor`). Defaults to `None`.
+        partial_rotary_factor: Number in (0, 1]. The leading fraction of each head's features
+            that rotates; the rest pass through (GPT-NeoX's `rotary_pct`, Phi, StableLM), in
+            either layout. For `"proportional"`, the fraction of pairs with a non-zero
+            frequency, over the whole head (Gemma 4). Defaults to `1.0`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:

@@ -1,0 +1,206 @@
+"""Internal: a Hugging Face transformers model config, read as `RotaryEmbedding` arguments.
+
+The keys and their defaults are transformers' (5.x `modeling_rope_utils.py` and the model
+configs): `rope_parameters`, or the 4.x `rope_scaling` with `rope_theta`; the rotary head size;
+`partial_rotary_factor`; the context lengths. A key a rope type needs and the config lacks, or
+two keys that disagree, is a `ValueError` naming it (transformers' validators raise for the
+first and warn for some of the second; a port should not start from a guess).
+"""
+
+import json
+import os
+from collections.abc import Mapping
+
+# transformers' names that differ from tf_posenc's: "dynamic" is its length-dependent NTK
+# (keras-hub's "dynamic" is another rule), "default" the unscaled rotation, "su" Phi-3's old
+# name for LongRoPE.
+_RENAMED = {"default": "linear", "dynamic": "dynamic_ntk", "su": "longrope"}
+_TRANSFORMERS_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional", "su")
+_LAYER_TYPES = ("full_attention", "sliding_attention")
+_REQUIRED = {
+    "linear": ("factor",),
+    "dynamic_ntk": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor"),
+    "longrope": ("short_factor", "long_factor"),
+}
+
+
+def _as_dict(config):
+    if isinstance(config, (str, os.PathLike)):
+        with open(config, encoding="utf-8") as file:
+            return json.load(file)
+    if isinstance(config, Mapping):
+        return dict(config)
+    if hasattr(config, "to_dict"):  # a transformers config
+        return config.to_dict()
+    return dict(vars(config))
+
+
+def _language_model(config):
+    """A multimodal model's `text_config`, where its rotary parameters live."""
+    own = ("rope_parameters", "rope_scaling", "rope_theta", "head_dim", "hidden_size")
+    if config.get("text_config") is not None and not any(key in config for key in own):
+        return _as_dict(config["text_config"])
+    return config
+
+
+def _one(name, candidates, default=None):
+    """The value of a setting that several keys may give (`candidates`: key -> value, None
+    where absent); two different values are a contradiction."""
+    given = {key: value for key, value in candidates.items() if value is not None}
+    if len(set(given.values())) > 1:
+        listed = ", ".join(f"{key}={value!r}" for key, value in given.items())
+        raise ValueError(f"The config gives `{name}` twice, with different values. Received: {listed}")
+    return next(iter(given.values()), default)
+
+
+def _layer_parameters(config, layer_type):
+    """The rope parameters of the layers of `layer_type`, as a flat dict."""
+    new, old = config.get("rope_parameters"), config.get("rope_scaling")
+    if new and old and new != old:
+        raise ValueError(
+            "The config has both `rope_parameters` and `rope_scaling`, and they differ. "
+            f"Received: rope_parameters={new!r}, rope_scaling={old!r}"
+        )
+    parameters = dict(new or old or {})
+    layer_types = (*_LAYER_TYPES, *(config.get("layer_types") or ()))
+    nested = [key for key in parameters if key in layer_types]
+    if nested or "rope_local_base_freq" in config:  # Gemma 3 and 4; Gemma 3 in the 4.x format
+        choices = nested or list(_LAYER_TYPES)
+        if layer_type not in choices:
+            raise ValueError(
+                f"The config's layers rotate differently by type: `layer_type` must be one of {choices}. "
+                f"Received: layer_type={layer_type!r}"
+            )
+        if nested:
+            if parameters[layer_type] is None:
+                raise ValueError(
+                    f"The config's {layer_type!r} layers have no rotary embedding (rope parameters None)."
+                )
+            return dict(parameters[layer_type])
+        if layer_type == "sliding_attention":
+            return {"rope_type": "default", "rope_theta": config["rope_local_base_freq"]}
+        return parameters
+    if layer_type is not None:
+        raise ValueError(
+            "The config rotates every layer alike: `layer_type` must be None. "
+            f"Received: layer_type={layer_type!r}"
+        )
+    return parameters
+
+
+def _head_dim(config, layer_type):
+    if config.get("qk_rope_head_dim"):  # DeepSeek: only this part of each head rotates
+        return config["qk_rope_head_dim"]
+    if layer_type == "full_attention" and config.get("global_head_dim"):  # Gemma 4
+        return config["global_head_dim"]
+    if config.get("head_dim"):
+        return config["head_dim"]
+    if config.get("hidden_size") and config.get("num_attention_heads"):
+        return config["hidden_size"] // config["num_attention_heads"]
+    raise ValueError(
+        "The config must give the rotary head size: `head_dim`, or `hidden_size` and "
+        "`num_attention_heads`. Received: none of them"
+    )
+
+
+def rotary_arguments(config, layer_type=None):
+    """`RotaryEmbedding` constructor arguments for the rotary embedding `config` describes."""
+    config = _language_model(_as_dict(config))
+    parameters = _layer_parameters(config, layer_type)
+    if parameters.get("mrope_section") is not None:
+        raise ValueError(
+            "The config uses multimodal RoPE (`mrope_section`), which `RotaryEmbedding` does not "
+            f"compute. Received: mrope_section={parameters['mrope_section']!r}"
+        )
+    given_type = _one(
+        "rope_type", {"rope_type": parameters.get("rope_type"), "type": parameters.get("type")}, "default"
+    )
+    if config.get("model_type") == "phi3" and given_type == "yarn":
+        given_type = "longrope"  # as transformers' Phi3Config reads Phi-3's old configs
+    if given_type not in _TRANSFORMERS_TYPES:
+        raise ValueError(
+            f"`rope_type` must be one of {_TRANSFORMERS_TYPES}. Received: rope_type={given_type!r}"
+        )
+    rope_type = _RENAMED.get(given_type, given_type)
+    for key in _REQUIRED.get(rope_type, ()):
+        if key == "factor" and given_type == "default":
+            continue
+        if parameters.get(key) is None:
+            raise ValueError(
+                f"The config's rope parameters must give `{key}` for rope_type={given_type!r}. "
+                f"Received: {parameters!r}"
+            )
+    head_dim = _head_dim(config, layer_type)
+    partial = _one(
+        "partial_rotary_factor",
+        {
+            "rope_parameters['partial_rotary_factor']": parameters.get("partial_rotary_factor"),
+            "partial_rotary_factor": config.get("partial_rotary_factor"),
+            "rotary_pct": config.get("rotary_pct"),
+        },
+        1.0,
+    )
+    max_positions = config.get("max_position_embeddings")
+    # Phi-3 keeps its pretraining length at the top level, and transformers prefers that one.
+    original = config.get("original_max_position_embeddings") or parameters.get(
+        "original_max_position_embeddings"
+    )
+    if rope_type in ("yarn", "longrope", "llama3"):
+        original = original or max_positions
+        if original is None:
+            raise ValueError(
+                f"The config must give `original_max_position_embeddings` (or `max_position_embeddings`) "
+                f"for rope_type={given_type!r}. Received: neither"
+            )
+    if rope_type == "dynamic_ntk" and max_positions is None:
+        raise ValueError(
+            "The config must give `max_position_embeddings` for rope_type='dynamic'. Received: none"
+        )
+    rotating = head_dim if rope_type == "proportional" else int(head_dim * partial)
+    if rope_type == "longrope":
+        for key in ("short_factor", "long_factor"):
+            if len(parameters[key]) != rotating // 2:
+                raise ValueError(
+                    f"The config's `{key}` must have {rotating // 2} entries, one per rotating pair "
+                    f"of a head of {head_dim} (partial_rotary_factor={partial}). "
+                    f"Received: len({key})={len(parameters[key])}"
+                )
+    factor = None if given_type == "default" else parameters.get("factor")
+    arguments = {
+        "max_wavelength": parameters.get("rope_theta")
+        or config.get("rope_theta")
+        or config.get("rotary_emb_base")  # GPT-NeoX
+        or 10000.0,  # transformers' default_theta
+        "scaling_factor": factor,
+        "rope_type": rope_type,
+        "layout": "interleave" if config.get("rope_interleave", _interleaves(config)) else "half",
+        "partial_rotary_factor": float(partial),
+        "max_position_embeddings": max_positions,
+    }
+    if rope_type in ("yarn", "longrope", "llama3"):
+        arguments["original_max_position_embeddings"] = original
+    if rope_type == "yarn":
+        arguments.update(
+            beta_fast=parameters.get("beta_fast") or 32.0,
+            beta_slow=parameters.get("beta_slow") or 1.0,
+            truncate=parameters.get("truncate", True),
+            mscale=parameters.get("mscale"),
+            mscale_all_dim=parameters.get("mscale_all_dim"),
+        )
+    if rope_type in ("yarn", "longrope"):
+        arguments["attention_factor"] = parameters.get("attention_factor")
+    if rope_type == "longrope":
+        arguments.update(
+            short_factor=list(parameters["short_factor"]), long_factor=list(parameters["long_factor"])
+        )
+    if rope_type == "llama3":
+        arguments.update(
+            low_freq_factor=parameters["low_freq_factor"], high_freq_factor=parameters["high_freq_factor"]
+        )
+    return arguments
+
+
+def _interleaves(config):
+    """transformers' default `rope_interleave`: True for DeepSeek-V3's configs, which omit it."""
+    return config.get("model_type") in ("deepseek_v3", "deepseek_v32")
