@@ -98,3 +98,107 @@ def reference_rotation(x, positions, frequencies, layout="half"):
     if layout == "half":
         return np.concatenate([rotated_first, rotated_second], axis=-1)
     return np.stack([rotated_first, rotated_second], axis=-1).reshape(x.shape)
+
+
+def transformers_rope(config, layer_type=None, seq_len=None):
+    """transformers 5.24's rotary parameters of a config dict, restated in float64.
+
+    Returns `(inv_freq, attention_factor, head_dim)`: what `ROPE_INIT_FUNCTIONS[rope_type]
+    (config, seq_len=seq_len)` computes after `standardize_rope_params`, with `seq_len` the
+    largest position + 1 of a forward pass (it matters to "dynamic" and "longrope"; for
+    "longrope" the `longrope_frequency_update` choice), in `modeling_rope_utils.py`.
+    """
+    config = dict(config.get("text_config") or config)
+    parameters = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
+    if layer_type is not None and layer_type in parameters:
+        parameters = dict(parameters[layer_type])
+    elif layer_type == "sliding_attention":  # Gemma 3, 4.x format
+        parameters = {"rope_type": "default", "rope_theta": config["rope_local_base_freq"]}
+    rope_type = parameters.get("rope_type", parameters.get("type", "default"))
+    if rope_type == "su" or (config["model_type"] == "phi3" and rope_type == "yarn"):
+        rope_type = "longrope"
+    base = parameters.get("rope_theta", config.get("rope_theta", config.get("rotary_emb_base", 10000.0)))
+    partial = parameters.get(
+        "partial_rotary_factor", config.get("partial_rotary_factor", config.get("rotary_pct", 1.0))
+    )
+    head_dim = (
+        config.get("qk_rope_head_dim")
+        or config.get("head_dim")
+        or config["hidden_size"] // config["num_attention_heads"]
+    )
+    if layer_type == "full_attention" and config.get("global_head_dim"):
+        head_dim = config["global_head_dim"]
+    dim = int(head_dim * partial)
+    max_positions = config["max_position_embeddings"]
+    original = config.get("original_max_position_embeddings") or parameters.get(
+        "original_max_position_embeddings", max_positions
+    )
+    base = np.float64(base)
+    plain = 1.0 / base ** (np.arange(0, dim, 2) / dim)
+    factor = parameters.get("factor")
+    if rope_type == "default":
+        return plain, 1.0, head_dim
+    if rope_type == "linear":
+        return plain / factor, 1.0, head_dim
+    if rope_type == "dynamic":
+        extent = max(seq_len or max_positions, max_positions)
+        grown = base * ((factor * extent / max_positions) - (factor - 1)) ** (dim / (dim - 2))
+        return 1.0 / grown ** (np.arange(0, dim, 2) / dim), 1.0, head_dim
+    if rope_type == "proportional":
+        angles = int(partial * head_dim // 2)
+        rotated = 1.0 / base ** (np.arange(0, 2 * angles, 2) / head_dim)
+        return np.concatenate([rotated, np.zeros(head_dim // 2 - angles)]) / (factor or 1.0), 1.0, head_dim
+    if rope_type == "llama3":
+        low_wavelength = original / parameters["low_freq_factor"]
+        high_wavelength = original / parameters["high_freq_factor"]
+        wavelength = 2 * math.pi / plain
+        scaled = np.where(wavelength > low_wavelength, plain / factor, plain)
+        smooth = (original / wavelength - parameters["low_freq_factor"]) / (
+            parameters["high_freq_factor"] - parameters["low_freq_factor"]
+        )
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelength < high_wavelength) & ~(wavelength > low_wavelength)
+        return np.where(medium, smoothed, scaled), 1.0, head_dim
+    if factor is None:
+        factor = max_positions / original
+    attention = parameters.get("attention_factor")
+    if rope_type == "longrope":
+        if attention is None:
+            attention = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original))
+        long = seq_len is not None and seq_len > original
+        divisors = np.asarray(parameters["long_factor" if long else "short_factor"], np.float64)
+        return plain / divisors, attention, head_dim
+    assert rope_type == "yarn", rope_type
+
+    def mscale(scale, weight=1):
+        return 1.0 if scale <= 1 else 0.1 * weight * math.log(scale) + 1.0
+
+    if attention is None:
+        if parameters.get("mscale") and parameters.get("mscale_all_dim"):
+            attention = mscale(factor, parameters["mscale"]) / mscale(factor, parameters["mscale_all_dim"])
+        else:
+            attention = mscale(factor)
+    beta_fast, beta_slow = parameters.get("beta_fast") or 32, parameters.get("beta_slow") or 1
+
+    def correction_dim(rotations):
+        return (dim * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if parameters.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    extrapolation = 1 - np.clip((np.arange(dim // 2) - low) / (high - low), 0, 1)
+    interpolated, extrapolated = plain / factor, plain
+    return interpolated * (1 - extrapolation) + extrapolated * extrapolation, attention, head_dim
+
+
+def reference_partial_rotation(x, positions, frequencies, layout="half", scale=1.0):
+    """`reference_rotation` of the leading `2 * len(frequencies)` features, times `scale` (the
+    cosines' and sines' factor); the other features pass through, as transformers'
+    `apply_rotary_pos_emb` does with a partial rotary width."""
+    x = np.asarray(x, np.float64)
+    width = 2 * len(frequencies)
+    rotated = reference_rotation(x[..., :width], positions, frequencies, layout) * scale
+    return np.concatenate([rotated, x[..., width:]], axis=-1)

@@ -92,8 +92,13 @@ def _layer_parameters(config, layer_type):
 def _head_dim(config, layer_type):
     if config.get("qk_rope_head_dim"):  # DeepSeek: only this part of each head rotates
         return config["qk_rope_head_dim"]
-    if layer_type == "full_attention" and config.get("global_head_dim"):  # Gemma 4
+    if layer_type == "full_attention" and config.get("global_head_dim"):  # Gemma 4's config.json
         return config["global_head_dim"]
+    # Gemma 4's transformers config object: head sizes overridden per layer index.
+    overrides = {int(index): layer for index, layer in (config.get("per_layer_config") or {}).items()}
+    for index, kind in enumerate(config.get("layer_types") or ()):
+        if kind == layer_type and overrides.get(index, {}).get("head_dim"):
+            return overrides[index]["head_dim"]
     if config.get("head_dim"):
         return config["head_dim"]
     if config.get("hidden_size") and config.get("num_attention_heads"):

@@ -245,8 +245,8 @@ def _sine_cosine_pieces(positions, constants, with_offsets=True):
     return both.split(constants.width)
 
 
-def _combine(sine_a, cosine_a, sine_b, cosine_b, dtype):
-    """sin(a + b) = sin a cos b + cos a sin b, rounded once to `dtype`.
+def _combine(sine_a, cosine_a, sine_b, cosine_b, dtype, scale=1.0):
+    """sin(a + b) = sin a cos b + cos a sin b, times `scale`, rounded once to `dtype`.
 
     The products of heads (`leading`) and of heads with middles (`second`) are exact, and so is
     their sum split by Fast2Sum: either |leading| >= |second|, or `leading` is a multiple of
@@ -265,8 +265,24 @@ def _combine(sine_a, cosine_a, sine_b, cosine_b, dtype):
     shortfall = rounded - leading  # Fast2Sum: second - shortfall is the sum's exact error
     minus_low = (shortfall - second) - third
     if keras.backend.standardize_dtype(dtype) == "float64":
-        return ops.cast(rounded, "float64") - ops.cast(minus_low, "float64")
+        value = ops.cast(rounded, "float64") - ops.cast(minus_low, "float64")
+        return value if scale == 1.0 else value * np.float64(scale)
+    if scale != 1.0:
+        return ops.cast(_scaled(rounded, minus_low, scale), dtype)
     return ops.cast(rounded - minus_low, dtype)
+
+
+def _scaled(rounded, minus_low, scale):
+    """`scale * (rounded - minus_low)` in float32, rounded once: `scale` and `rounded` are cut so
+    that the product of their leading parts (12 significant bits each) is exact, and every
+    other product is below 2**-11 of it."""
+    mantissa, exponent = math.frexp(scale)
+    scale_head = math.ldexp(math.floor(mantissa * 2**12), exponent - 12)
+    scale_rest = np.float32(scale - scale_head)
+    head = ops.round(rounded * 2.0**11) * 2.0**-11  # at most 12 significant bits, as |rounded| <= 1
+    leading = head * np.float32(scale_head)
+    rest = rounded - head  # exact
+    return leading + ((rest * np.float32(scale_head) + rounded * scale_rest) - minus_low * np.float32(scale))
 
 
 def _step_pieces(constants):
@@ -274,15 +290,15 @@ def _step_pieces(constants):
     return _sine_cosine_pieces(np.arange(_STEP, dtype=np.int32), constants, with_offsets=False)
 
 
-def _rows_at(positions, constants, dtype):
+def _rows_at(positions, constants, dtype, scale=1.0):
     """Rows at int32 `positions` (any shape), shape `positions.shape + (d,)`: position p is split
     as block + step, with step = p mod 64, and the row is sin(block phase + step phase)."""
     step = positions % _STEP
     block = _sine_cosine_pieces(positions - step, constants)
-    return _combine(*block, *(pieces.take(step) for pieces in _step_pieces(constants)), dtype)
+    return _combine(*block, *(pieces.take(step) for pieces in _step_pieces(constants)), dtype, scale)
 
 
-def _contiguous_rows(start, length, constants, dtype):
+def _contiguous_rows(start, length, constants, dtype, scale=1.0):
     """Rows `start .. start + length - 1`, shape `(length, d)`, bit-equal to `_rows_at`.
 
     `start` and `length` are Python ints or scalar int32 tensors (a tensor `length` only where
@@ -292,7 +308,7 @@ def _contiguous_rows(start, length, constants, dtype):
     """
     static_length = isinstance(length, int)
     if static_length and length < _STEP:  # fewer rows than a block: cheaper one by one, same bits
-        return _rows_at(start + np.arange(length, dtype=np.int32), constants, dtype)
+        return _rows_at(start + np.arange(length, dtype=np.int32), constants, dtype, scale)
     skip = start % _STEP
     if not static_length:
         blocks = (skip + length + _STEP - 1) // _STEP
@@ -303,14 +319,15 @@ def _contiguous_rows(start, length, constants, dtype):
     block_starts = (start - skip) + ops.arange(blocks, dtype="int32") * _STEP
     block = [pieces.expand(1) for pieces in _sine_cosine_pieces(block_starts, constants)]
     steps = [pieces.expand(0) for pieces in _step_pieces(constants)]
-    rows = ops.reshape(_combine(*block, *steps, dtype), (-1, constants.width))
+    rows = ops.reshape(_combine(*block, *steps, dtype, scale), (-1, constants.width))
     if isinstance(skip, int):
         return rows[skip : skip + length]
     return ops.slice(rows, (skip, 0), (length, constants.width))
 
 
-def rows(positions, length, constants, dtype="float32"):
-    """The rows of `positions` (a checked `_positions.Positions`) in `dtype`.
+def rows(positions, length, constants, dtype="float32", scale=1.0):
+    """The rows of `positions` (a checked `_positions.Positions`) in `dtype`, each entry times
+    `scale` (a Python float) before its one rounding.
 
     Given `values` (int32, any shape), rows of shape `values.shape + (d,)`; given a `start`
     (a Python int or a scalar int32 tensor), the `length` rows from there, shape `(length, d)`,
@@ -318,9 +335,9 @@ def rows(positions, length, constants, dtype="float32"):
     bits either way.
     """
     if positions.values is not None:
-        table = _rows_at(positions.values, constants, dtype)
+        table = _rows_at(positions.values, constants, dtype, scale)
     else:
-        table = _contiguous_rows(positions.start, length, constants, dtype)
+        table = _contiguous_rows(positions.start, length, constants, dtype, scale)
     return _materialized(table) if keras.backend.backend() == "jax" else table
 
 

@@ -88,7 +88,8 @@ class RotaryEmbeddingMixin:
                 f"{_validation.received('partial_rotary_factor', partial_rotary_factor)}"
             )
         self._factor = self._effective_factor()
-        # Applied to the cosines and sines, as keras-hub and transformers do.
+        # Applied to the cosines and sines, as keras-hub and transformers do (before their one
+        # rounding).
         self._table_scale = encoding.rotary_attention_factor(
             self.rope_type,
             self._factor,
@@ -175,7 +176,7 @@ class RotaryEmbeddingMixin:
         >>> layer.rope_type, layer.max_wavelength, layer.scaling_factor
         ('llama3', 500000.0, 8.0)
         """
-        return cls(**_hf_config.rotary_arguments(config, layer_type), **kwargs)
+        return cls(**{**_hf_config.rotary_arguments(config, layer_type), **kwargs})
 
     def frequencies(self, dim, seq_len=None):
         """The float64 angular frequency of each feature pair that rotates, for features of
@@ -267,13 +268,11 @@ class RotaryEmbeddingMixin:
         wide = "float64" if self.compute_dtype == "float64" else "float32"
         length = _positions.sequence_length(inputs, sequence_axis)
         constants = self._call_constants(inputs.shape[feature_axis], positions, length)
-        return _rows.rows(positions, length, constants, wide)
+        return _rows.rows(positions, length, constants, wide, scale=self._table_scale)
 
     def _combine(self, inputs, rows):
         rank = len(inputs.shape)
         order = self._order(rank)
-        if self._table_scale != 1.0:
-            rows = rows * np.asarray(self._table_scale, keras.backend.standardize_dtype(rows.dtype))
         # Per feature: its pair's cosine, and its pair's sine with the sign the rotation gives
         # it; arranged on the small table, so the inputs see one multiply-add.
         sine, cosine = ops.split(rows, 2, axis=-1)

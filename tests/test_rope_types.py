@@ -1,0 +1,404 @@
+"""RotaryEmbedding's rope types against transformers: its code restated in float64, the values
+it printed, and the exact rotation; `from_hf_config` on published model configs."""
+
+import json
+import types
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from hf_configs import CONFIGS
+from reference import reference_partial_rotation, reference_rotation, rope_frequencies, transformers_rope
+
+from tf_posenc import RotaryEmbedding
+
+# Printed by transformers 5.24.0 (torch 2.13.0 CPU) for the configs of `hf_configs.py`:
+# `<Model>RotaryEmbedding(config)` (Llama, Qwen2, Qwen3, DeepseekV3, GptOss, Phi3, Gemma3,
+# Gemma4Text, GPTNeoX); its `inv_freq` buffer at three pair indices and `attention_scaling`;
+# `forward(x, position_ids=[[0, 1, 1000, 4000]])` cos and sin at position 1000, at the first
+# column and at the last column of the first half; and the `inv_freq` after a forward pass over
+# positions up to 131071 (where LongRoPE and dynamic NTK change it).
+TRANSFORMERS_PRINTED = {
+    "llama-3.1-8b": {
+        "inv_freq": {0: 1.0, 32: 0.0005248460220173001, 63: 3.068925877869333e-07},
+        "attention_scaling": 1.0,
+        "cos_1000": [0.5623790621757507, 0.9999999403953552],
+        "sin_1000": [0.8268795609474182, 0.00030689258710481226],
+    },
+    "llama-3.2-1b": {
+        "inv_freq": {0: 1.0, 16: 0.000429556705057621, 31: 9.418306490260875e-08},
+        "attention_scaling": 1.0,
+        "cos_1000": [0.5623790621757507, 1.0],
+        "sin_1000": [0.8268795609474182, 9.418306581210345e-05],
+    },
+    "qwen2.5-7b-yarn": {
+        "inv_freq": {0: 1.0, 32: 0.0006029411451891065, 63: 3.102344408034696e-07},
+        "attention_scaling": 1.138629436111989,
+        "cos_1000": [0.6403413414955139, 1.1386293172836304],
+        "sin_1000": [0.9415094256401062, 0.00035324206692166626],
+    },
+    "qwen3-8b": {
+        "inv_freq": {0: 1.0, 32: 0.0010000000474974513, 63: 1.2409377632138785e-06},
+        "attention_scaling": 1.0,
+        "cos_1000": [0.5623790621757507, 0.9999992251396179],
+        "sin_1000": [0.8268795609474182, 0.0012409373885020614],
+    },
+    "deepseek-v3": {
+        "inv_freq": {0: 1.0, 16: 0.005500000435858965, 31: 3.3338035336782923e-06},
+        "attention_scaling": 1.0,
+        "cos_1000": [0.5623790621757507, 0.9999944567680359],
+        "sin_1000": [0.8268795609474182, 0.003333797212690115],
+    },
+    "gpt-oss-20b": {
+        "inv_freq": {0: 1.0, 16: 0.0004564839182421565, 31: 3.023511396804679e-07},
+        "attention_scaling": 1.3465735902799727,
+        "cos_1000": [0.7572848200798035, 1.3465734720230103],
+        "sin_1000": [1.1134542226791382, 0.0004071380535606295],
+    },
+    "phi-3-128k": {
+        "inv_freq": {0: 0.9523810148239136, 24: 0.004999999888241291, 47: 3.9722213841741905e-05},
+        "attention_scaling": 1.1902380714238083,
+        "cos_1000": [-1.0565756559371948, 1.18929922580719],
+        "sin_1000": [-0.5480096340179443, 0.047266460955142975],
+        "inv_freq_131072": {0: 0.9708738327026367, 24: 0.000333222298650071, 47: 1.8693523315960192e-06},
+    },
+    "phi-4-mini": {
+        "inv_freq": {0: 1.0, 24: 0.009999999776482582, 47: 0.00012115274876123294},
+        "attention_scaling": 1.1902380714238083,
+        "cos_1000": [0.6693649888038635, 1.1815136671066284],
+        "sin_1000": [0.9841835498809814, 0.14384812116622925],
+        "inv_freq_131072": {0: 1.0, 24: 0.0006829792982898653, 47: 2.5361680400237674e-06},
+    },
+    "gemma-3-4b/full_attention": {
+        "inv_freq": {0: 0.125, 64: 0.0001250000059371814, 127: 1.3924673680776323e-07},
+        "attention_scaling": 1.0,
+        "cos_1000": [0.7877144813537598, 1.0],
+        "sin_1000": [-0.6160404682159424, 0.00013924673839937896],
+    },
+    "gemma-3-4b/sliding_attention": {
+        "inv_freq": {0: 1.0, 64: 0.009999999776482582, 127: 0.00010746077896328643},
+        "attention_scaling": 1.0,
+        "cos_1000": [0.5623790621757507, 0.994231641292572],
+        "sin_1000": [0.8268795609474182, 0.10725408047437668],
+    },
+    "gemma-4/full_attention": {
+        "inv_freq": {0: 1.0, 128: 0.0, 255: 0.0},
+        "attention_scaling": 1.0,
+        "cos_1000": [0.5623790621757507, 1.0],
+        "sin_1000": [0.8268795609474182, 0.0],
+    },
+    "gemma-4/sliding_attention": {
+        "inv_freq": {0: 1.0, 64: 0.009999999776482582, 127: 0.00010746077896328643},
+        "attention_scaling": 1.0,
+        "cos_1000": [0.5623790621757507, 0.994231641292572],
+        "sin_1000": [0.8268795609474182, 0.10725408047437668],
+    },
+    "gpt-neox-20b": {
+        "inv_freq": {0: 1.0, 6: 0.009999999776482582, 11: 0.00021544341871049255},
+        "attention_scaling": 1.0,
+        "cos_1000": [0.5623790621757507, 0.9768816828727722],
+        "sin_1000": [0.8268795609474182, 0.21378061175346375],
+    },
+    "llama-2-7b-dynamic": {
+        "inv_freq": {0: 1.0, 32: 0.009999999776482582, 63: 0.00011547819303814322},
+        "attention_scaling": 1.0,
+        "cos_1000": [0.5623790621757507, 0.9933397769927979],
+        "sin_1000": [0.8268795609474182, 0.11522170901298523],
+        "inv_freq_131072": {0: 1.0, 32: 0.0012191279092803597, 63: 1.8329873228140059e-06},
+    },
+}
+
+FAMILIES = [
+    ("llama-3.1-8b", None),
+    ("llama-3.2-1b", None),
+    ("qwen2.5-7b-yarn", None),
+    ("qwen3-8b", None),
+    ("deepseek-v3", None),
+    ("gpt-oss-20b", None),
+    ("phi-3-128k", None),
+    ("phi-4-mini", None),
+    ("gemma-3-4b", "full_attention"),
+    ("gemma-3-4b", "sliding_attention"),
+    ("gemma-4", "full_attention"),
+    ("gemma-4", "sliding_attention"),
+    ("gpt-neox-20b", None),
+    ("llama-2-7b-dynamic", None),
+]
+FAMILY_IDS = [name if layer_type is None else f"{name}/{layer_type}" for name, layer_type in FAMILIES]
+
+# What `from_hf_config` must read from each, besides the defaults.
+EXPECTED_ARGUMENTS = {
+    "llama-3.1-8b": {"rope_type": "llama3", "max_wavelength": 500000.0, "scaling_factor": 8.0,
+                     "original_max_position_embeddings": 8192, "low_freq_factor": 1.0,
+                     "high_freq_factor": 4.0},
+    "llama-3.2-1b": {"rope_type": "llama3", "scaling_factor": 32.0, "original_max_position_embeddings": 8192},
+    "qwen2.5-7b-yarn": {"rope_type": "yarn", "max_wavelength": 1000000.0, "scaling_factor": 4.0,
+                        "original_max_position_embeddings": 32768, "beta_fast": 32.0, "beta_slow": 1.0},
+    "qwen3-8b": {"rope_type": "linear", "max_wavelength": 1000000, "scaling_factor": None},
+    "deepseek-v3": {"rope_type": "yarn", "scaling_factor": 40.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+                    "layout": "interleave", "original_max_position_embeddings": 4096},
+    "gpt-oss-20b": {"rope_type": "yarn", "max_wavelength": 150000, "scaling_factor": 32.0, "truncate": False},
+    "phi-3-128k": {"rope_type": "longrope", "scaling_factor": None, "original_max_position_embeddings": 4096,
+                   "max_position_embeddings": 131072},
+    "phi-4-mini": {"rope_type": "longrope", "partial_rotary_factor": 0.75},
+    "gemma-3-4b/full_attention": {"rope_type": "linear", "max_wavelength": 1000000.0,
+                                  "scaling_factor": 8.0},
+    "gemma-3-4b/sliding_attention": {"rope_type": "linear", "max_wavelength": 10000.0,
+                                     "scaling_factor": None},
+    "gemma-4/full_attention": {"rope_type": "proportional", "max_wavelength": 1000000.0,
+                               "partial_rotary_factor": 0.25},
+    "gemma-4/sliding_attention": {"rope_type": "linear", "max_wavelength": 10000.0},
+    "gpt-neox-20b": {"rope_type": "linear", "partial_rotary_factor": 0.25, "layout": "half"},
+    "llama-2-7b-dynamic": {"rope_type": "dynamic_ntk", "scaling_factor": 2.0,
+                           "max_position_embeddings": 4096},
+}  # fmt: skip
+
+
+def as_float64(tensor):
+    return tf.cast(tensor, tf.float64).numpy()
+
+
+def rounding_floor(exact, dtype):
+    return np.abs(as_float64(tf.cast(tf.constant(exact), dtype)) - exact).max()
+
+
+def family_layer(name, layer_type, **kwargs):
+    return RotaryEmbedding.from_hf_config(CONFIGS[name], layer_type=layer_type, **kwargs)
+
+
+@pytest.mark.parametrize("name, layer_type", FAMILIES, ids=FAMILY_IDS)
+def test_from_hf_config_reads_each_family(name, layer_type):
+    config = family_layer(name, layer_type).get_config()
+    key = name if layer_type is None else f"{name}/{layer_type}"
+    for argument, value in EXPECTED_ARGUMENTS[key].items():
+        assert config[argument] == value, argument
+    assert json.loads(json.dumps(config)) == config
+
+
+def test_from_hf_config_takes_a_path_or_an_object(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(CONFIGS["deepseek-v3"]))
+    from_dict = RotaryEmbedding.from_hf_config(CONFIGS["deepseek-v3"], name="rope").get_config()
+    assert RotaryEmbedding.from_hf_config(str(path), name="rope").get_config() == from_dict
+    assert RotaryEmbedding.from_hf_config(path, name="rope").get_config() == from_dict
+    as_object = types.SimpleNamespace(**CONFIGS["deepseek-v3"])
+    assert RotaryEmbedding.from_hf_config(as_object, name="rope").get_config() == from_dict
+    overridden = RotaryEmbedding.from_hf_config(CONFIGS["deepseek-v3"], layout="half", dtype="bfloat16")
+    assert overridden.layout == "half" and overridden.compute_dtype == "bfloat16"
+
+
+@pytest.mark.parametrize("name, layer_type", FAMILIES, ids=FAMILY_IDS)
+def test_frequencies_are_transformers_restated_in_float64(name, layer_type):
+    layer = family_layer(name, layer_type)
+    for seq_len in (None, 4001, 131072, 2**20):
+        expected, attention, head_dim = transformers_rope(CONFIGS[name], layer_type, seq_len)
+        np.testing.assert_allclose(layer.frequencies(head_dim, seq_len), expected, rtol=1e-14, atol=0)
+    assert layer._table_scale == pytest.approx(attention, rel=1e-15)
+
+
+@pytest.mark.parametrize("name, layer_type", FAMILIES, ids=FAMILY_IDS)
+def test_values_printed_by_transformers(name, layer_type):
+    printed = TRANSFORMERS_PRINTED[name if layer_type is None else f"{name}/{layer_type}"]
+    layer = family_layer(name, layer_type)
+    head_dim = transformers_rope(CONFIGS[name], layer_type)[2]
+    for label, seq_len in (("inv_freq", 4001), ("inv_freq_131072", 131072)):
+        frequencies = layer.frequencies(head_dim, seq_len)
+        for index, value in printed.get(label, printed["inv_freq"]).items():
+            # transformers computes its inverse frequencies in float32.
+            assert frequencies[index] == pytest.approx(value, rel=2**-21, abs=1e-12), (label, index)
+    assert layer._table_scale == pytest.approx(printed["attention_scaling"], rel=1e-15)
+    # cos and sin at position 1000: rotating unit vectors gives them back.
+    pairs = len(layer.frequencies(head_dim))
+    half = layer.layout == "half"
+    columns = (0, pairs - 1)
+    for column, cosine, sine in zip(columns, printed["cos_1000"], printed["sin_1000"], strict=True):
+        basis = np.zeros((1, 1, head_dim), "float32")
+        basis[0, 0, column if half else 2 * column] = 1.0
+        rotated = layer(basis, start_index=1000).numpy()[0, 0]
+        partner = column + pairs if half else 2 * column + 1
+        # transformers' float32 angle 1000 * w is off by up to 1000 * 2**-24 rad.
+        assert rotated[column if half else 2 * column] == pytest.approx(cosine, abs=1e-4)
+        assert rotated[partner] == pytest.approx(sine, abs=1e-4)
+
+
+@pytest.mark.parametrize("name, layer_type", FAMILIES, ids=FAMILY_IDS)
+def test_rotation_is_exact_for_every_family(name, layer_type):
+    layer = family_layer(name, layer_type)
+    head_dim = transformers_rope(CONFIGS[name], layer_type)[2]
+    x = np.random.default_rng(len(name)).normal(size=(1, 32, 1, head_dim)).astype("float32")
+    for start in (100, 2**17 - 32, 2**20):
+        frequencies, scale, _ = transformers_rope(CONFIGS[name], layer_type, seq_len=start + 32)
+        exact = reference_partial_rotation(
+            x, np.arange(start, start + 32)[None], frequencies, layer.layout, scale
+        )
+        error = np.abs(layer(x, start_index=start).numpy() - exact).max()
+        assert error <= 4 * rounding_floor(exact, "float32"), start
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "phi-4-mini", "deepseek-v3", "gpt-oss-20b"])
+def test_half_precision_rotation_is_rounded_once(name, policy):
+    compute = "float16" if policy == "mixed_float16" else "bfloat16"
+    layer = family_layer(name, None, dtype=policy)
+    head_dim = transformers_rope(CONFIGS[name])[2]
+    x = as_float64(tf.cast(np.random.default_rng(1).normal(size=(1, 32, 2, head_dim)), compute))
+    start = 2**17 - 32
+    frequencies, scale, _ = transformers_rope(CONFIGS[name], seq_len=start + 32)
+    exact = reference_partial_rotation(
+        x, np.arange(start, start + 32)[None], frequencies, layer.layout, scale
+    )
+    rotated = layer(tf.constant(x, compute), start_index=start)
+    assert rotated.dtype == compute
+    assert np.abs(as_float64(rotated) - exact).max() <= 2 * rounding_floor(exact, compute)
+
+
+def test_float32_rotation_of_transformers_is_far_from_exact():
+    # transformers' own float32 route (inv_freq in float32, angle = float32(p) * inv_freq,
+    # then cos/sin), restated in NumPy float32, against tf_posenc at the same positions.
+    layer = family_layer("llama-3.1-8b", None)
+    frequencies, _, head_dim = transformers_rope(CONFIGS["llama-3.1-8b"])
+    positions = np.arange(2**17 - 32, 2**17)
+    angles = positions.astype(np.float32)[:, None] * frequencies.astype(np.float32)
+    ones = np.ones((1, 32, 1, head_dim), "float32")
+    exact = reference_rotation(ones, positions[None], frequencies)
+    theirs = np.concatenate([np.cos(angles) - np.sin(angles), np.cos(angles) + np.sin(angles)], -1)
+    ours = layer(ones, start_index=int(positions[0])).numpy()
+    their_error = np.abs(theirs - exact[0, :, 0]).max()
+    our_error = np.abs(ours - exact).max()
+    assert our_error <= 4 * rounding_floor(exact, "float32")
+    assert their_error > 1000 * our_error
+
+
+ALL_TYPES = {
+    "linear": {"scaling_factor": 2.0},
+    "dynamic": {"scaling_factor": 2.0},
+    "yarn": {"scaling_factor": 8.0, "original_max_position_embeddings": 64, "mscale": 0.7,
+             "mscale_all_dim": 1.0},
+    "llama3": {"scaling_factor": 8.0, "original_max_position_embeddings": 64},
+    "longrope": {"short_factor": [1.0, 1.5, 2.0, 3.0] * 2, "long_factor": [2.0, 4.0, 8.0, 16.0] * 2,
+                 "original_max_position_embeddings": 4096, "max_position_embeddings": 16384},
+    "dynamic_ntk": {"scaling_factor": 2.0, "max_position_embeddings": 64},
+    "proportional": {"partial_rotary_factor": 0.5},
+    "ntk": {"scaling_factor": 4.0},
+    "partial": {"partial_rotary_factor": 0.5, "layout": "interleave"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("rope_type", list(ALL_TYPES))
+def test_decoding_one_token_at_a_time_has_the_full_pass_bits(rope_type):
+    kwargs = ALL_TYPES[rope_type]
+    layer = RotaryEmbedding(rope_type="linear" if rope_type == "partial" else rope_type, **kwargs)
+    x = np.random.default_rng(5).normal(size=(2, 12, 3, 16)).astype("float32")
+    start = 40  # the full pass stays within 64 positions, so dynamic NTK keeps its base
+    full = layer(x, start_index=start).numpy()
+    steps = [layer(x[:, t : t + 1], start_index=start + t).numpy() for t in range(12)]
+    np.testing.assert_array_equal(np.concatenate(steps, axis=1), full)
+    if rope_type != "dynamic_ntk":  # needs the extent while tracing (tested below)
+        step = tf.function(lambda x, t: layer(x, start_index=t))
+        traced = [step(x[:, t : t + 1], tf.constant(start + t)).numpy() for t in range(12)]
+        np.testing.assert_array_equal(np.concatenate(traced, axis=1), full)
+
+
+def test_longrope_switches_to_the_long_factors_where_transformers_does():
+    layer = RotaryEmbedding(rope_type="longrope", **ALL_TYPES["longrope"])
+    x = np.random.default_rng(6).normal(size=(1, 1, 2, 16)).astype("float32")
+    base = rope_frequencies(16)
+    short, long = base / np.array([1.0, 1.5, 2.0, 3.0] * 2), base / np.array([2.0, 4.0, 8.0, 16.0] * 2)
+    scale = np.sqrt(1 + np.log(4) / np.log(4096))  # factor 16384 / 4096, transformers' default
+    step = tf.function(lambda x, t: layer(x, start_index=t))
+    # One token at position t: transformers' max(position_ids) + 1 = t + 1 > 4096 picks long.
+    for t in (4090, 4094, 4095, 4096, 4100):
+        frequencies = long if t + 1 > 4096 else short
+        exact = reference_rotation(x, [[t]], frequencies) * scale
+        eager = layer(x, start_index=t).numpy()
+        assert np.abs(eager - exact).max() <= 4 * rounding_floor(exact, "float32"), t
+        np.testing.assert_array_equal(step(x, tf.constant(t)).numpy(), eager)  # switched in the graph
+    # A full pass reaching past 4096 rotates every position with the long factors.
+    sequence = np.random.default_rng(7).normal(size=(1, 10, 2, 16)).astype("float32")
+    exact = reference_rotation(sequence, np.arange(4090, 4100)[None], long) * scale
+    full = layer(sequence, start_index=4090).numpy()
+    assert np.abs(full - exact).max() <= 4 * rounding_floor(exact, "float32")
+    positions = layer(sequence, positions=np.arange(4090, 4100)).numpy()
+    np.testing.assert_array_equal(positions, full)
+
+
+def test_dynamic_ntk_follows_the_extent_and_needs_it_while_tracing(tmp_path):
+    layer = RotaryEmbedding(rope_type="dynamic_ntk", **ALL_TYPES["dynamic_ntk"])
+    x = np.random.default_rng(8).normal(size=(1, 8, 2, 16)).astype("float32")
+    config = {"model_type": "llama", "head_dim": 16, "max_position_embeddings": 64,
+              "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}  # fmt: skip
+    for start in (0, 56, 57, 1000):
+        frequencies = transformers_rope(config, seq_len=start + 8)[0]
+        exact = reference_rotation(x, np.arange(start, start + 8)[None], frequencies)
+        assert np.abs(layer(x, start_index=start).numpy() - exact).max() <= 4 * rounding_floor(
+            exact, "float32"
+        )
+    # Positions known while tracing: a Python start with a fixed length, or constants.
+    fixed = tf.function(lambda x: layer(x, start_index=1000))
+    np.testing.assert_array_equal(fixed(x).numpy(), layer(x, start_index=1000).numpy())
+    with pytest.raises(ValueError, match=r"`rope_type='dynamic_ntk'` computes its frequencies"):
+        tf.function(lambda x, t: layer(x, start_index=t))(x, tf.constant(3))
+    queries = keras.Input((None, 2, 16))
+    model = keras.Model(queries, layer(queries))
+    with pytest.raises(ValueError, match=r"must be known when the call is traced"):
+        model.export(str(tmp_path / "exported"), verbose=False)  # a None length
+
+
+def test_attention_factor_can_be_set_or_turned_off():
+    x = np.random.default_rng(9).normal(size=(1, 6, 2, 16))
+    yarn = {"rope_type": "yarn", "scaling_factor": 40.0, "original_max_position_embeddings": 64}
+    frequencies = transformers_rope(
+        {"model_type": "llama", "head_dim": 16, "max_position_embeddings": 2560,
+         "rope_scaling": {"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 64}}
+    )[0]  # fmt: skip
+    plain = reference_rotation(x, np.arange(6)[None], frequencies)
+    cases = [
+        ({}, 0.1 * np.log(40.0) + 1),
+        ({"attention_factor": 1.0}, 1.0),
+        ({"attention_factor": 0.5}, 0.5),
+        ({"mscale": 1.0, "mscale_all_dim": 1.0}, 1.0),  # DeepSeek-V3: the ratio is exactly 1
+        ({"mscale": 0.707, "mscale_all_dim": 1.0}, (0.0707 * np.log(40.0) + 1) / (0.1 * np.log(40.0) + 1)),
+        ({"mscale": 0.707}, 0.1 * np.log(40.0) + 1),  # both are needed, as in transformers
+    ]
+    for extra, scale in cases:
+        layer = RotaryEmbedding(**yarn, **extra, dtype="float64")
+        np.testing.assert_allclose(layer(x).numpy(), plain * scale, rtol=0, atol=1e-10, err_msg=str(extra))
+    longrope = RotaryEmbedding(rope_type="longrope", **ALL_TYPES["longrope"], attention_factor=1.0)
+    unscaled = longrope(x.astype("float32"), start_index=100).numpy()
+    exact = reference_rotation(
+        x, np.arange(100, 106)[None], rope_frequencies(16) / np.array([1.0, 1.5, 2.0, 3.0] * 2)
+    )
+    assert np.abs(unscaled - exact).max() <= 4 * rounding_floor(exact, "float32")
+
+
+def test_scaling_factor_is_inferred_from_the_context_lengths():
+    lengths = {"original_max_position_embeddings": 4096, "max_position_embeddings": 131072}
+    inferred = RotaryEmbedding(rope_type="yarn", **lengths)
+    explicit = RotaryEmbedding(rope_type="yarn", scaling_factor=32.0, original_max_position_embeddings=4096)
+    np.testing.assert_array_equal(inferred.frequencies(64), explicit.frequencies(64))
+    assert inferred._table_scale == explicit._table_scale == 0.1 * np.log(32) + 1
+    np.testing.assert_allclose(
+        RotaryEmbedding(rope_type="yarn").frequencies(64), rope_frequencies(64), rtol=1e-15
+    )
+    keras_hub_default = RotaryEmbedding()  # scaling_factor None: keras-hub's 1.0
+    np.testing.assert_array_equal(
+        keras_hub_default.frequencies(64), RotaryEmbedding(scaling_factor=1.0).frequencies(64)
+    )
+
+
+@pytest.mark.parametrize("layout", ["half", "interleave"])
+def test_partial_rotation_passes_the_rest_through(layout):
+    layer = RotaryEmbedding(partial_rotary_factor=0.25, layout=layout, max_wavelength=10000)
+    x = np.random.default_rng(10).normal(size=(2, 9, 3, 32)).astype("float32")
+    rotated = layer(x, start_index=70000).numpy()
+    np.testing.assert_array_equal(rotated[..., 8:], x[..., 8:])
+    exact = reference_partial_rotation(x, np.arange(70000, 70009)[None], rope_frequencies(8), layout)
+    assert np.abs(rotated - exact).max() <= 4 * rounding_floor(exact, "float32")
+    proportional = RotaryEmbedding(rope_type="proportional", partial_rotary_factor=0.25, layout=layout)
+    spread = proportional(x, start_index=70000).numpy()
+    frequencies = np.concatenate([rope_frequencies(32)[:4], np.zeros(12)])
+    exact = reference_rotation(x, np.arange(70000, 70009)[None], frequencies, layout)
+    assert np.abs(spread - exact).max() <= 4 * rounding_floor(exact, "float32")
+    still = [column for column in range(32) if (column % 16 >= 4 if layout == "half" else column // 2 >= 4)]
+    np.testing.assert_array_equal(spread[..., still], x[..., still])
