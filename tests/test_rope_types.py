@@ -6,8 +6,12 @@ import types
 
 import keras
 import numpy as np
+import onnxruntime
 import pytest
 import tensorflow as tf
+import tf2onnx
+from ai_edge_litert.interpreter import Interpreter
+from helpers import run_python
 from hf_configs import CONFIGS
 from reference import reference_partial_rotation, reference_rotation, rope_frequencies, transformers_rope
 
@@ -163,8 +167,8 @@ def rounding_floor(exact, dtype):
     return np.abs(as_float64(tf.cast(tf.constant(exact), dtype)) - exact).max()
 
 
-def family_layer(name, layer_type, **kwargs):
-    return RotaryEmbedding.from_hf_config(CONFIGS[name], layer_type=layer_type, **kwargs)
+def family_layer(family, layer_type, **kwargs):
+    return RotaryEmbedding.from_hf_config(CONFIGS[family], layer_type=layer_type, **kwargs)
 
 
 @pytest.mark.parametrize("name, layer_type", FAMILIES, ids=FAMILY_IDS)
@@ -402,3 +406,224 @@ def test_partial_rotation_passes_the_rest_through(layout):
     assert np.abs(spread - exact).max() <= 4 * rounding_floor(exact, "float32")
     still = [column for column in range(32) if (column % 16 >= 4 if layout == "half" else column // 2 >= 4)]
     np.testing.assert_array_equal(spread[..., still], x[..., still])
+
+
+def config_with(name, **changes):
+    """A copy of a published config with some keys changed (None removes a key)."""
+    config = json.loads(json.dumps(CONFIGS[name]))
+    for path, value in changes.items():
+        *parents, key = path.split("__")
+        target = config
+        for parent in parents:
+            target = target[parent]
+        if value is None:
+            target.pop(key)
+        else:
+            target[key] = value
+    return config
+
+
+@pytest.mark.parametrize(
+    "config, layer_type, message",
+    [
+        (config_with("llama-3.1-8b", rope_scaling__low_freq_factor=None), None, r"give `low_freq_factor`"),
+        (config_with("phi-3-128k", rope_scaling__long_factor=None), None, r"must give `long_factor`"),
+        (config_with("phi-3-128k", rope_scaling__long_factor=[1.0] * 47), None, r"`long_factor` must have"),
+        (config_with("gemma-3-4b"), None, r"`layer_type` must be one of"),
+        (config_with("gemma-4"), "local", r"`layer_type` must be one of"),
+        (config_with("llama-3.1-8b"), "full_attention", r"`layer_type` must be None"),
+        (config_with("llama-3.1-8b", rope_scaling__type="linear"), None, r"gives `rope_type` twice"),
+        (config_with("qwen3-8b", rope_parameters={"rope_type": "linear", "factor": 2.0},
+                     rope_scaling={"rope_type": "linear", "factor": 4.0}), None, r"both `rope_parameters`"),
+        (config_with("gpt-neox-20b", partial_rotary_factor=0.5), None, r"`partial_rotary_factor` twice"),
+        (config_with("qwen3-8b", rope_scaling={"type": "mrope", "mrope_section": [16, 24, 24]}), None,
+         r"multimodal RoPE"),
+        (config_with("qwen3-8b", rope_scaling={"rope_type": "ntk-by-parts", "factor": 2.0}), None,
+         r"`rope_type` must be one of"),
+        (config_with("qwen3-8b", head_dim=None, hidden_size=None), None, r"rotary head size"),
+        (config_with("llama-2-7b-dynamic", max_position_embeddings=None), None, r"`max_position_embeddings`"),
+        (config_with("qwen3-8b", rope_scaling={"rope_type": "linear"}), None, r"must give `factor`"),
+        (config_with("gpt-neox-20b", rotary_pct=0.27), None, r"even, positive number of rotating features"),
+    ],
+    ids=[
+        "llama3-key-missing", "longrope-list-missing", "longrope-list-length", "layer-type-needed",
+        "layer-type-unknown", "layer-type-unwanted", "two-type-keys", "two-parameter-dicts",
+        "two-partial-factors", "mrope", "unknown-type", "no-head-size", "dynamic-without-context",
+        "linear-without-factor", "odd-partial-width",
+    ],
+)  # fmt: skip
+def test_missing_or_contradictory_config_keys_are_named(config, layer_type, message):
+    with pytest.raises(ValueError, match=message):
+        RotaryEmbedding.from_hf_config(config, layer_type=layer_type)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"rope_type": "longrope"}, r"needs `short_factor` and `long_factor`"),
+        ({"rope_type": "longrope", "short_factor": [1.0], "long_factor": [1.0, 2.0]}, r"the same length"),
+        ({"rope_type": "longrope", "short_factor": [1.0, -2.0], "long_factor": [1.0, 2.0]}, r"positive"),
+        ({"short_factor": [1.0], "long_factor": [1.0]}, r"with rope_type='longrope'"),
+        ({"rope_type": "dynamic_ntk", "scaling_factor": 2.0}, r"needs `max_position_embeddings`"),
+        ({"partial_rotary_factor": 0}, r"`partial_rotary_factor` must be a finite number greater than 0"),
+        ({"partial_rotary_factor": 1.5}, r"`partial_rotary_factor` must be in \(0, 1\]"),
+        ({"rope_type": "llama3", "low_freq_factor": 4.0, "high_freq_factor": 1.0}, r"greater than `low_freq"),
+        ({"attention_factor": 0.0}, r"`attention_factor` must be a finite number greater than 0"),
+        ({"mscale": -1.0}, r"`mscale` must be a finite number at least 0"),
+        ({"max_position_embeddings": 0}, r"`max_position_embeddings` must be a positive integer"),
+    ],
+    ids=[
+        "longrope-lists-missing", "longrope-lists-differ", "longrope-negative", "lists-without-longrope",
+        "dynamic-ntk-context", "partial-zero", "partial-above-one", "llama3-boundaries", "attention-zero",
+        "mscale-negative", "context-zero",
+    ],
+)  # fmt: skip
+def test_bad_rope_arguments_are_clear_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        RotaryEmbedding(**kwargs)
+
+
+def test_factor_lists_must_fit_the_head_when_it_is_known():
+    layer = RotaryEmbedding(rope_type="longrope", short_factor=[1.0] * 4, long_factor=[2.0] * 4)
+    with pytest.raises(ValueError, match=r"`short_factor` must have one entry per rotating feature pair: 8"):
+        layer(np.zeros((1, 3, 16), "float32"))
+    with pytest.raises(ValueError, match=r"`short_factor` must have one entry per rotating feature pair"):
+        layer(keras.Input((None, 2, 16)))
+    layer(np.zeros((1, 3, 8), "float32"))  # 4 pairs: fits
+
+
+@pytest.mark.parametrize("name, layer_type", FAMILIES, ids=FAMILY_IDS)
+def test_each_family_round_trips_through_its_config_and_a_keras_file(name, layer_type, tmp_path):
+    layer = family_layer(name, layer_type, name="rope")
+    config = layer.get_config()
+    assert json.loads(json.dumps(config)) == config
+    assert RotaryEmbedding.from_config(config).get_config() == config
+    head_dim = transformers_rope(CONFIGS[name], layer_type)[2]
+    queries = keras.Input((12, 2, head_dim))
+    model = keras.Model(queries, layer(queries, start_index=5000))
+    x = np.random.default_rng(11).normal(size=(1, 12, 2, head_dim)).astype("float32")
+    model.save(tmp_path / "rope.keras")
+    reloaded = keras.models.load_model(tmp_path / "rope.keras")
+    assert reloaded.get_layer("rope").get_config() == config
+    np.testing.assert_array_equal(reloaded.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+def test_keras_hub_rotary_embedding_test_cases_pass():
+    # The expectations of keras-hub's own `rotary_embedding_test.py` (keras_hub/src/layers/
+    # modeling): values printed by transformers' LlamaLinearScalingRotaryEmbedding for
+    # scaling_factor 2.0 at positions 0-2 and 5.0 at position 12 (all-ones queries of width 4).
+    expected_linear = [[1.0, 1.0, 1.0, 1.0], [0.398157001, 0.994987488, 1.357008100, 1.004987478],
+                       [-0.301168621, 0.989950180, 1.381773233, 1.009949803]]  # fmt: skip
+    rotated = RotaryEmbedding(scaling_factor=2.0)(np.ones((1, 3, 2, 4), "float32")).numpy()
+    np.testing.assert_allclose(rotated[0, :, 0], expected_linear, atol=1e-6)
+    np.testing.assert_allclose(rotated[0, :, 1], expected_linear, atol=1e-6)
+    cached = RotaryEmbedding(scaling_factor=5.0)(np.ones((1, 1, 2, 4), "float32"), start_index=12).numpy()
+    np.testing.assert_allclose(
+        cached[0, 0, 0], [-1.412856817, 0.975714266, -0.061930716, 1.023709655], atol=1e-6
+    )
+    # Position 3 of all-ones features of width 6, and the decoding, permuted-axes and float16
+    # cases of the same file.
+    sequence = RotaryEmbedding()(np.ones((1, 4, 6), "float32")).numpy()
+    np.testing.assert_allclose(sequence[0, 3], [-1.1311, 0.8515, 0.9935, -0.8489, 1.1291, 1.0064], atol=1e-4)
+    data = np.random.default_rng(12).uniform(size=(2, 3, 4)).astype("float32")
+    layer = RotaryEmbedding(3)
+    steps = np.concatenate([layer(data[:, t : t + 1], start_index=t).numpy() for t in range(3)], axis=1)
+    np.testing.assert_allclose(steps, layer(data).numpy(), atol=1e-6)
+    permuted = RotaryEmbedding(3, sequence_axis=-1, feature_axis=-2)(np.transpose(data, (0, 2, 1))).numpy()
+    np.testing.assert_allclose(np.transpose(permuted, (0, 2, 1)), layer(data).numpy(), atol=1e-6)
+    assert RotaryEmbedding(dtype="float16")(keras.Input((100, 32))).dtype == "float16"
+
+
+EXPORTED = {
+    "llama3": ({"rope_type": "llama3", "scaling_factor": 8.0, "original_max_position_embeddings": 64,
+                "max_wavelength": 500000.0},
+               {"rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}}),
+    "yarn-mscale": ({"rope_type": "yarn", "scaling_factor": 40.0, "original_max_position_embeddings": 64,
+                     "mscale": 0.707, "mscale_all_dim": 1.0, "layout": "interleave"},
+                    {"rope_scaling": {"rope_type": "yarn", "factor": 40.0, "mscale": 0.707,
+                     "original_max_position_embeddings": 64, "mscale_all_dim": 1.0}}),
+    "longrope": ({"rope_type": "longrope", "short_factor": [1.0, 1.5, 2.0, 3.0] * 2,
+                  "long_factor": [2.0, 4.0, 8.0, 16.0] * 2, "original_max_position_embeddings": 8,
+                  "max_position_embeddings": 32},
+                 {"rope_scaling": {"rope_type": "longrope", "short_factor": [1.0, 1.5, 2.0, 3.0] * 2,
+                  "long_factor": [2.0, 4.0, 8.0, 16.0] * 2, "original_max_position_embeddings": 8}}),
+    "partial": ({"partial_rotary_factor": 0.5}, {"partial_rotary_factor": 0.5}),
+}  # fmt: skip
+
+SERVE_WITHOUT_TF_POSENC = """
+import sys
+sys.modules["tf_posenc"] = None
+import numpy as np, tensorflow as tf
+served = tf.saved_model.load("exported")
+data = np.load("inputs.npz")
+outputs = {}
+for length in (5, 12):
+    q, p = data[f"q{length}"], data[f"p{length}"]
+    outputs[f"out{length}"] = served.serve([tf.constant(q), tf.constant(p)]).numpy()
+np.savez("served.npz", **outputs)
+"""
+
+
+def exported_model():
+    queries, positions = keras.Input((None, 2, 16)), keras.Input((None,), dtype="int32")
+    rotated = []
+    for kind, (kwargs, _) in EXPORTED.items():
+        layer = RotaryEmbedding(**kwargs, name=kind)
+        rotated += [layer(queries, positions=positions), layer(queries)]
+    return keras.Model([queries, positions], keras.ops.concatenate(rotated, axis=-1))
+
+
+def exported_expectations(q, p):
+    """Per layer: the rotation at the given positions, then at 0 .. seq_len - 1."""
+    expected = []
+    for kwargs, config in EXPORTED.values():
+        config = {"model_type": "llama", "head_dim": 16, "max_position_embeddings": 32, **config}
+        for positions in (p, np.arange(q.shape[1])[None]):
+            frequencies, scale, _ = transformers_rope(config, seq_len=int(positions.max()) + 1)
+            expected.append(
+                reference_partial_rotation(q, positions, frequencies, kwargs.get("layout", "half"), scale)
+            )
+    return np.concatenate(expected, axis=-1)
+
+
+@pytest.mark.slow
+def test_rope_types_export_to_saved_model_litert_and_onnx(tmp_path):
+    # The longrope layer (pretraining context 8) switches inside each graph: the length-12
+    # batch and the positions reaching 20 take the long factors, the length-5 batch the short.
+    model = exported_model()
+    rng = np.random.default_rng(13)
+    cases = {}
+    for length, last in ((5, 4), (12, 20)):
+        q = rng.normal(size=(2, length, 2, 16)).astype("float32")
+        p = np.stack([np.arange(length), np.minimum(np.arange(length) * 2, last)]).astype("int32")
+        cases[length] = (q, p, exported_expectations(q, p))
+    model.export(str(tmp_path / "exported"), verbose=False)
+    np.savez(tmp_path / "inputs.npz", **{f"{name}{length}": case[index] for length, case in cases.items()
+                                          for index, name in enumerate("qp")})  # fmt: skip
+    run_python(SERVE_WITHOUT_TF_POSENC, tmp_path)
+    served = np.load(tmp_path / "served.npz")
+
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(tmp_path / "exported"))
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    interpreter = Interpreter(model_content=converter.convert())
+    specs = [tf.TensorSpec((None, None, 2, 16), tf.float32), tf.TensorSpec((None, None), tf.int32)]
+    function = tf.function(lambda q, p: model([q, p]), input_signature=specs)
+    proto, _ = tf2onnx.convert.from_function(function, input_signature=specs, opset=17)
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+
+    for length, (q, p, exact) in cases.items():
+        bound = 4 * rounding_floor(exact, "float32")
+        assert np.abs(served[f"out{length}"] - exact).max() <= bound
+        inputs = {detail["dtype"]: detail["index"] for detail in interpreter.get_input_details()}
+        for dtype, data in ((np.float32, q), (np.int32, p)):
+            interpreter.resize_tensor_input(inputs[dtype], data.shape)
+        interpreter.allocate_tensors()
+        for dtype, data in ((np.float32, q), (np.int32, p)):
+            interpreter.set_tensor(inputs[dtype], data)
+        interpreter.invoke()
+        litert = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+        assert np.abs(litert - exact).max() <= bound
+        names = [given.name for given in session.get_inputs()]
+        onnx = session.run(None, dict(zip(names, (q, p), strict=True)))[0]
+        assert np.abs(onnx - exact).max() <= bound

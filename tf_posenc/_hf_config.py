@@ -163,6 +163,11 @@ def rotary_arguments(config, layer_type=None):
             "The config must give `max_position_embeddings` for rope_type='dynamic'. Received: none"
         )
     rotating = head_dim if rope_type == "proportional" else int(head_dim * partial)
+    if rotating == 0 or rotating % 2:
+        raise ValueError(
+            "The config's `partial_rotary_factor` must leave an even, positive number of rotating "
+            f"features: int({head_dim} * {partial}) = {rotating}. Received: partial_rotary_factor={partial}"
+        )
     if rope_type == "longrope":
         for key in ("short_factor", "long_factor"):
             if len(parameters[key]) != rotating // 2:
