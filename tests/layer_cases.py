@@ -50,6 +50,36 @@ CASES = {
         rng.normal(size=(2, 6, 8)).astype("float32"),
         {"positions": np.array([0.0, 3.0, 5.0, 8.0, 13.0, 2.0**20])},
     ),
+    "rotary-longrope-positions": (
+        "RotaryEmbedding",
+        {
+            "rope_type": "longrope",
+            "short_factor": [1.0, 1.5, 2.0, 3.0],
+            "long_factor": [2.0, 4.0, 8.0, 16.0],
+            "original_max_position_embeddings": 8,
+            "max_position_embeddings": 32,
+        },
+        rng.normal(size=(2, 4, 2, 8)).astype("float32"),
+        {"positions": np.array([[0, 3, 9, 20], [0, 1, 2, 3]])},  # past 8: the long factors
+    ),
+    "rotary-llama3-partial": (
+        "RotaryEmbedding",
+        {
+            "rope_type": "llama3",
+            "scaling_factor": 8.0,
+            "original_max_position_embeddings": 64,
+            "partial_rotary_factor": 0.5,
+            "attention_factor": 1.5,
+        },
+        rng.normal(size=(2, 5, 16)).astype("float32"),
+        {"start_index": 70000},
+    ),
+    "rotary-proportional": (
+        "RotaryEmbedding",
+        {"rope_type": "proportional", "partial_rotary_factor": 0.25, "layout": "interleave"},
+        rng.normal(size=(2, 3, 2, 16)).astype("float32"),
+        {"start_index": 5},
+    ),
     "patch": (
         "PatchPositionalEncoding",
         {"grid_size": 4, "d_model": 16, "cls_token": True},

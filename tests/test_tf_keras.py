@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 from helpers import MaskProbeBody, run_python
+from hf_configs import CONFIGS
 from layer_cases import BAD_CALLS, CASES, make_layer
 from reference import reference_table
 
@@ -89,6 +90,16 @@ def test_each_family_names_the_other_when_given_its_tensors():
         keras_3.PositionalEncoding(8, 4)(tf_keras.Input((None, 4)))
     with pytest.raises(TypeError, match="tf_posenc.layers.RotaryEmbedding"):
         keras_2.RotaryEmbedding()(keras.Input((None, 4)))
+
+
+def test_tf_keras_rotary_embedding_reads_a_hugging_face_config():
+    legacy = keras_2.RotaryEmbedding.from_hf_config(CONFIGS["phi-4-mini"], name="rope")
+    assert isinstance(legacy, tf_keras.layers.Layer)
+    current = keras_3.RotaryEmbedding.from_hf_config(CONFIGS["phi-4-mini"], name="rope")
+    assert legacy.get_config()["long_factor"] == current.get_config()["long_factor"]
+    x = np.random.default_rng(0).normal(size=(1, 6, 2, 128)).astype("float32")
+    for start in (0, 5000):  # the short factors, then the long ones
+        np.testing.assert_array_equal(legacy(x, start_index=start), current(x, start_index=start))
 
 
 class Tf_KerasMaskProbe(MaskProbeBody, tf_keras.layers.Layer):
