@@ -267,6 +267,121 @@ def rotary_speed_rows(shapes, repeats):
     return rows
 
 
+ROPE_SHAPE = (8, 2048, 8, 64)
+ROPE_FAMILIES = [
+    ("llama-3.1-8b", None),
+    ("qwen2.5-7b-yarn", None),
+    ("deepseek-v3", None),
+    ("gpt-oss-20b", None),
+    ("phi-3-128k", None),
+    ("phi-4-mini", None),
+    ("gemma-3-4b", "full_attention"),
+    ("gemma-4", "full_attention"),
+    ("gpt-neox-20b", None),
+    ("llama-2-7b-dynamic", None),
+]
+
+
+def transformers_float32_rotation(x, positions, frequencies, scale):
+    """transformers' float32 route, restated in NumPy float32 (`LlamaRotaryEmbedding.forward`
+    and `apply_rotary_pos_emb`): float32 inverse frequencies times float32 positions, cos/sin
+    of those angles times the attention scaling, then the half-layout rotation of the leading
+    features."""
+    width = 2 * len(frequencies)
+    angles = positions.astype(np.float32)[:, None] * frequencies.astype(np.float32)
+    angles = np.concatenate([angles, angles], axis=-1)[None, :, None]
+    cos, sin = np.cos(angles) * np.float32(scale), np.sin(angles) * np.float32(scale)
+    rotary, passed = x[..., :width], x[..., width:]
+    half = width // 2
+    rotated = rotary * cos + np.concatenate([-rotary[..., half:], rotary[..., :half]], axis=-1) * sin
+    return np.concatenate([rotated, passed], axis=-1)
+
+
+def rope_type_accuracy_rows(starts=(4032, 32704, 131008)):
+    """Largest |rotation - float64 rotation| of each published model's rotary embedding:
+    `RotaryEmbedding.from_hf_config`, and transformers' float32 route restated."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+    from hf_configs import CONFIGS
+    from reference import reference_partial_rotation, transformers_rope
+
+    rows = []
+    for name, layer_type in ROPE_FAMILIES:
+        layer = tf_posenc.RotaryEmbedding.from_hf_config(CONFIGS[name], layer_type=layer_type, layout="half")
+        row = {
+            "model (config)": name if layer_type is None else f"{name} ({layer_type})",
+            "rope_type": layer.rope_type,
+        }
+        for start in starts:
+            frequencies, scale, head_dim = transformers_rope(CONFIGS[name], layer_type, seq_len=start + 64)
+            x = np.random.default_rng(start).normal(size=(1, 64, 1, head_dim)).astype("float32")
+            positions = np.arange(start, start + 64)
+            exact = reference_partial_rotation(x, positions[None], frequencies, "half", scale)
+            ours = np.abs(layer(x, start_index=start).numpy() - exact).max()
+            theirs = np.abs(transformers_float32_rotation(x, positions, frequencies, scale) - exact).max()
+            row[f"p={start + 63}: tf_posenc"] = f"{ours:.2g}"
+            row[f"p={start + 63}: transformers"] = f"{theirs:.2g}"
+        rows.append(row)
+    return rows
+
+
+class PartialTableRotation(TableRotation):
+    """A precomputed-table rotation of the leading `width` features, the rest passed through
+    (transformers' `apply_rotary_pos_emb` with a partial rotary width)."""
+
+    def __init__(self, position, width, **kwargs):
+        super().__init__(position, width, **kwargs)
+        self.width = width
+
+    def call(self, x):
+        return tf.concat([super().call(x[..., : self.width]), x[..., self.width :]], axis=-1)
+
+
+def rope_type_speed_rows(shape, repeats):
+    """Call time of each rope type as a ratio to the precomputed-table rotation, per mode (the
+    partial rotation's to a partial table rotation)."""
+    batch, seq_len, heads, dim = shape
+    x = tf.random.normal(shape)
+    pairs = dim // 2
+    types = {
+        "linear": {},
+        "llama3": {"rope_type": "llama3", "scaling_factor": 8.0, "original_max_position_embeddings": 1024},
+        "yarn": {"rope_type": "yarn", "scaling_factor": 4.0, "original_max_position_embeddings": 1024},
+        "yarn, mscale": {"rope_type": "yarn", "scaling_factor": 40.0, "mscale": 0.707, "mscale_all_dim": 1.0},
+        "longrope (long)": {"rope_type": "longrope", "short_factor": [1.0] * pairs,
+                            "long_factor": [4.0] * pairs, "original_max_position_embeddings": 1024,
+                            "max_position_embeddings": 4096},
+        "dynamic_ntk": {"rope_type": "dynamic_ntk", "scaling_factor": 2.0, "max_position_embeddings": 1024},
+        "proportional": {"rope_type": "proportional", "partial_rotary_factor": 0.25},
+        "ntk": {"rope_type": "ntk", "scaling_factor": 4.0},
+        "partial 0.5": {"partial_rotary_factor": 0.5},
+    }  # fmt: skip
+    rows = []
+    for jit in (False, True):
+        for dynamic in (False, True):
+            spec = [tf.TensorSpec((None, None, heads, dim))] if dynamic else None
+            layers = {
+                "table": TableRotation(seq_len, dim),
+                "partial table": PartialTableRotation(seq_len, dim // 2),
+            }
+            layers.update({kind: tf_posenc.RotaryEmbedding(**kwargs) for kind, kwargs in types.items()})
+            if dynamic:  # its frequencies need the length when the call is traced
+                del layers["dynamic_ntk"]
+            functions = {
+                kind: tf.function(layer, jit_compile=jit, input_signature=spec)
+                for kind, layer in layers.items()
+            }
+            best = best_times(functions, x, repeats)
+            row = {
+                "mode": ("XLA" if jit else "graph") + (", None length" if dynamic else ""),
+                "table rotation (ms)": f"{best['table'] * 1e3:.2f}",
+            }
+            for kind in types:
+                baseline = best["partial table" if kind.startswith("partial") else "table"]
+                row[kind] = f"{best[kind] / baseline:.2f}x" if kind in best else "refused"
+            rows.append(row)
+    return rows
+
+
 def eager_rows():
     """Eager call times on each Keras backend (`eager.py`, one fresh process per backend)."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "eager.py")
@@ -467,6 +582,10 @@ def main():
     print("\n### RotaryEmbedding: call time, ratio to a rotation with precomputed float32 tables\n")
     rotary_shapes = [(8, 2048, 8, 64), (32, 512, 16, 64)]
     print(markdown(rotary_speed_rows(rotary_shapes if not args.quick else rotary_shapes[1:], repeats)))
+    print("\n### RotaryEmbedding from published configs: largest |rotation - float64 rotation|\n")
+    print(markdown(rope_type_accuracy_rows()))
+    print(f"\n### Rope types: call time on {ROPE_SHAPE}, ratio to the precomputed-table rotation\n")
+    print(markdown(rope_type_speed_rows(ROPE_SHAPE, repeats)))
     print(f"\nPeak memory of this process: {status_mib('VmHWM') / 1024:.1f} GiB")
 
 

@@ -209,7 +209,7 @@ class RotaryEmbeddingMixin:
                 seq_len is not None and seq_len > self.original_max_position_embeddings
             )
         elif self.rope_type == "dynamic_ntk":
-            seq_len = max(seq_len, self.max_position_embeddings)
+            seq_len = max(seq_len or 0, self.max_position_embeddings)
         else:
             seq_len = None
         for key, constants in self._cached_constants:
