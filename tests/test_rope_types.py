@@ -6,11 +6,8 @@ import types
 
 import keras
 import numpy as np
-import onnxruntime
 import pytest
 import tensorflow as tf
-import tf2onnx
-from ai_edge_litert.interpreter import Interpreter
 from helpers import run_python
 from hf_configs import CONFIGS
 from reference import reference_partial_rotation, reference_rotation, rope_frequencies, transformers_rope
@@ -589,6 +586,11 @@ def exported_expectations(q, p):
 
 @pytest.mark.slow
 def test_rope_types_export_to_saved_model_litert_and_onnx(tmp_path):
+    # The converters are the test extra's; the rest of this file also runs at the floors.
+    import onnxruntime
+    import tf2onnx
+    from ai_edge_litert.interpreter import Interpreter
+
     # The longrope layer (pretraining context 8) switches inside each graph: the length-12
     # batch and the positions reaching 20 take the long factors, the length-5 batch the short.
     model = exported_model()
