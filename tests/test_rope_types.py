@@ -195,7 +195,7 @@ def test_frequencies_are_transformers_restated_in_float64(name, layer_type):
     for seq_len in (None, 4001, 131072, 2**20):
         expected, attention, head_dim = transformers_rope(CONFIGS[name], layer_type, seq_len)
         np.testing.assert_allclose(layer.frequencies(head_dim, seq_len), expected, rtol=1e-14, atol=0)
-    assert layer._table_scale == pytest.approx(attention, rel=1e-15)
+    assert layer.attention_scaling == pytest.approx(attention, rel=1e-15)
 
 
 @pytest.mark.parametrize("name, layer_type", FAMILIES, ids=FAMILY_IDS)
@@ -208,7 +208,7 @@ def test_values_printed_by_transformers(name, layer_type):
         for index, value in printed.get(label, printed["inv_freq"]).items():
             # transformers computes its inverse frequencies in float32.
             assert frequencies[index] == pytest.approx(value, rel=2**-21, abs=1e-12), (label, index)
-    assert layer._table_scale == pytest.approx(printed["attention_scaling"], rel=1e-15)
+    assert layer.attention_scaling == pytest.approx(printed["attention_scaling"], rel=1e-15)
     # cos and sin at position 1000: rotating unit vectors gives them back.
     pairs = len(layer.frequencies(head_dim))
     half = layer.layout == "half"
@@ -378,7 +378,7 @@ def test_scaling_factor_is_inferred_from_the_context_lengths():
     inferred = RotaryEmbedding(rope_type="yarn", **lengths)
     explicit = RotaryEmbedding(rope_type="yarn", scaling_factor=32.0, original_max_position_embeddings=4096)
     np.testing.assert_array_equal(inferred.frequencies(64), explicit.frequencies(64))
-    assert inferred._table_scale == explicit._table_scale == 0.1 * np.log(32) + 1
+    assert inferred.attention_scaling == explicit.attention_scaling == 0.1 * np.log(32) + 1
     np.testing.assert_allclose(
         RotaryEmbedding(rope_type="yarn").frequencies(64), rope_frequencies(64), rtol=1e-15
     )

@@ -37,12 +37,14 @@ terms before the final rounding are what it adds to; the tests measure the total
 | sine series cut after r**4, `r < 2 * pi / 1024` (r**5 / 120 < 2**-43.6) | 2**-19.6 | [a] |
 | float32 rounding of the small terms of `_sine` (about 2**-40) | 2**-16 | [a] |
 | `third` in `_combine` rounded before the last step (2**-45) | 2**-21 | [a], [c] |
+| a rotary cos/sin scale: the products below its exact leading one (`_scaled`) | 2**-12 | [d] |
 | the final rounding to the output dtype | 0.5 | [a] |
 | total, measured at every position below 2**20 (tested bound: 1) | 0.5001 | [a], [c] |
 
 [a] tests/test_numerics.py::test_layer_is_exact_at_every_position_below_2_20
 [b] tests/test_runtimes.py::test_sampled_positions_up_to_2_31_are_exact
 [c] tests/test_runtimes.py::test_every_runtime_is_exact_at_every_position_below_2_20
+[d] tests/test_rope_types.py::test_rotation_is_exact_for_every_family
 """
 
 import functools

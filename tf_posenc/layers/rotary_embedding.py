@@ -90,7 +90,7 @@ class RotaryEmbeddingMixin:
         self._factor = self._effective_factor()
         # Applied to the cosines and sines, as keras-hub and transformers do (before their one
         # rounding).
-        self._table_scale = encoding.rotary_attention_factor(
+        self._attention_scaling = encoding.rotary_attention_factor(
             self.rope_type,
             self._factor,
             self.original_max_position_embeddings,
@@ -99,6 +99,11 @@ class RotaryEmbeddingMixin:
             self.mscale_all_dim,
         )
         self._cached_constants = ()
+
+    @property
+    def attention_scaling(self):
+        """The number the cosines and sines are multiplied by (transformers' name for it)."""
+        return self._attention_scaling
 
     def _effective_factor(self):
         """`scaling_factor`, or for YaRN and LongRoPE without one the ratio of the context
@@ -268,7 +273,7 @@ class RotaryEmbeddingMixin:
         wide = "float64" if self.compute_dtype == "float64" else "float32"
         length = _positions.sequence_length(inputs, sequence_axis)
         constants = self._call_constants(inputs.shape[feature_axis], positions, length)
-        return _rows.rows(positions, length, constants, wide, scale=self._table_scale)
+        return _rows.rows(positions, length, constants, wide, scale=self.attention_scaling)
 
     def _combine(self, inputs, rows):
         rank = len(inputs.shape)
