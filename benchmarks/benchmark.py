@@ -382,6 +382,44 @@ def rope_type_speed_rows(shape, repeats):
     return rows
 
 
+def packing_rows(repeats, batch=8, seq_len=2048, d_model=512):
+    """Milliseconds of `positions_from_segment_ids` and `segment_attention_mask` on packed rows,
+    next to a bare `x + table[:, :seq_len, :]` on the `(batch, seq_len, d_model)` activations."""
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 300, size=batch * seq_len)
+    segments = np.zeros((batch, seq_len), "int32")
+    for row in range(batch):
+        ids = np.repeat(np.arange(1, seq_len + 1), lengths[row * seq_len : (row + 1) * seq_len])[:seq_len]
+        segments[row] = ids
+    segments = tf.constant(segments)
+    x = tf.random.normal((batch, seq_len, d_model))
+    table = tf.constant(float64_formula(seq_len, d_model)[None].astype("float32"))
+    rows = []
+    for jit in (False, True):
+        for dynamic in (False, True):
+            ids_spec = [tf.TensorSpec((None, None), tf.int32)] if dynamic else None
+            add_spec = [tf.TensorSpec((None, None, d_model))] if dynamic else None
+            add = tf.function(bare_add(table), jit_compile=jit, input_signature=add_spec)
+            functions = {
+                "positions_from_segment_ids": tf.function(
+                    tf_posenc.positions_from_segment_ids, jit_compile=jit, input_signature=ids_spec
+                ),
+                "segment_attention_mask(causal=True)": tf.function(
+                    lambda ids: tf_posenc.segment_attention_mask(ids, causal=True),
+                    jit_compile=jit,
+                    input_signature=ids_spec,
+                ),
+            }
+            best = best_times(functions, segments, repeats)
+            best["bare add"] = best_times({"add": add}, x, repeats)["add"]
+            row = {"mode": ("XLA" if jit else "graph") + (", None length" if dynamic else "")}
+            row["bare add (ms)"] = f"{best['bare add'] * 1e3:.2f}"
+            for name in functions:
+                row[f"{name} (ms)"] = f"{best[name] * 1e3:.2f} ({best[name] / best['bare add']:.2f}x)"
+            rows.append(row)
+    return rows
+
+
 def eager_rows():
     """Eager call times on each Keras backend (`eager.py`, one fresh process per backend)."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "eager.py")
@@ -586,6 +624,8 @@ def main():
     print(markdown(rope_type_accuracy_rows()))
     print(f"\n### Rope types: call time on {ROPE_SHAPE}, ratio to the precomputed-table rotation\n")
     print(markdown(rope_type_speed_rows(ROPE_SHAPE, repeats)))
+    print("\n### Packing: segment ids of (8, 2048) packed rows, next to a bare add on (8, 2048, 512)\n")
+    print(markdown(packing_rows(repeats)))
     print(f"\nPeak memory of this process: {status_mib('VmHWM') / 1024:.1f} GiB")
 
 

@@ -31,6 +31,12 @@ else:
         TimestepEmbedding,
     )
 from tf_posenc._positions import positions_from_mask
+from tf_posenc.packing import (
+    context_parallel_order,
+    context_parallel_positions,
+    positions_from_segment_ids,
+    segment_attention_mask,
+)
 from tf_posenc.plotting import plot_patch_encoding, plot_positional_encoding, plot_similarity
 
 __all__ = [
@@ -40,12 +46,16 @@ __all__ = [
     "PositionalEncoding",
     "RotaryEmbedding",
     "TimestepEmbedding",
+    "context_parallel_order",
+    "context_parallel_positions",
     "get_angles",
     "plot_patch_encoding",
     "plot_positional_encoding",
     "plot_similarity",
     "positional_encoding",
     "positions_from_mask",
+    "positions_from_segment_ids",
+    "segment_attention_mask",
     "shift_matrix",
     "sincos_2d",
 ]
