@@ -86,6 +86,27 @@ CASES = {
         rng.normal(size=(2, 17, 16)).astype("float32"),
         {},
     ),
+    "patch-wide-grid": (
+        "PatchPositionalEncoding",
+        {"grid_size": None, "d_model": 16, "base_size": 16, "interpolation_scale": 2.0},
+        rng.normal(size=(2, 3, 5, 16)).astype("float32"),
+        {},
+    ),
+    "video": (
+        "VideoPositionalEncoding",
+        {"spatial_size": (5, 3), "temporal_size": 2, "d_model": 32, "spatial_interpolation_scale": 1.875},
+        rng.normal(size=(2, 2, 3, 5, 32)).astype("float32"),
+        {},
+    ),
+    "axial-rotary": (
+        "AxialRotaryEmbedding",
+        {"axes_dim": [4, 6, 6], "layout": "interleave"},
+        rng.normal(size=(2, 6, 2, 16)).astype("float32"),
+        {
+            "positions": np.array([[0, 0, 0], [0, 0, 1], [0, 0, 2], [0, 1, 0], [0, 1, 1], [0, 1, 2]])
+            + [0, 70000, 9]
+        },
+    ),
     "timestep": (
         "TimestepEmbedding",
         {"dim": 33, "flip_sin_to_cos": True},

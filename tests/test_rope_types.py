@@ -567,16 +567,18 @@ def exported_model():
     rotated = []
     for kind, (kwargs, _) in EXPORTED.items():
         layer = RotaryEmbedding(**kwargs, name=kind)
-        rotated += [layer(queries, positions=positions), layer(queries)]
+        rotated.append(layer(queries, positions=positions))
+        if kind == "longrope":  # with `start_index` too: the switch follows the length
+            rotated.append(layer(queries))
     return keras.Model([queries, positions], keras.ops.concatenate(rotated, axis=-1))
 
 
 def exported_expectations(q, p):
-    """Per layer: the rotation at the given positions, then at 0 .. seq_len - 1."""
+    """Per layer: the rotation at the given positions (and for longrope, at 0 .. seq_len - 1)."""
     expected = []
-    for kwargs, config in EXPORTED.values():
+    for kind, (kwargs, config) in EXPORTED.items():
         config = {"model_type": "llama", "head_dim": 16, "max_position_embeddings": 32, **config}
-        for positions in (p, np.arange(q.shape[1])[None]):
+        for positions in (p, np.arange(q.shape[1])[None])[: 2 if kind == "longrope" else 1]:
             frequencies, scale, _ = transformers_rope(config, seq_len=int(positions.max()) + 1)
             expected.append(
                 reference_partial_rotation(q, positions, frequencies, kwargs.get("layout", "half"), scale)

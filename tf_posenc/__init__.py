@@ -9,26 +9,37 @@ from tf_posenc import _command_line_start
 if _command_line_start.is_command_line():
     _command_line_start.import_tensorflow_quietly()
 
-from tf_posenc.encoding import get_angles, positional_encoding, shift_matrix, sincos_2d
+from tf_posenc.encoding import (
+    get_angles,
+    grid_positions,
+    positional_encoding,
+    shift_matrix,
+    sincos_2d,
+    sincos_3d,
+)
 
 # The layers follow `tf.keras`: TensorFlow makes it tf_keras (Keras 2) under this variable, so
 # the same user code builds the same models in either world. Both families stay importable:
 # `tf_posenc.layers` (Keras 3) and `tf_posenc.tf_keras`.
 if os.environ.get("TF_USE_LEGACY_KERAS") in ("true", "True", "1"):
     from tf_posenc.tf_keras import (
+        AxialRotaryEmbedding,
         PatchPositionalEncoding,
         PositionalEmbedding,
         PositionalEncoding,
         RotaryEmbedding,
         TimestepEmbedding,
+        VideoPositionalEncoding,
     )
 else:
     from tf_posenc.layers import (
+        AxialRotaryEmbedding,
         PatchPositionalEncoding,
         PositionalEmbedding,
         PositionalEncoding,
         RotaryEmbedding,
         TimestepEmbedding,
+        VideoPositionalEncoding,
     )
 from tf_posenc._positions import positions_from_mask
 from tf_posenc.packing import (
@@ -41,14 +52,17 @@ from tf_posenc.plotting import plot_patch_encoding, plot_positional_encoding, pl
 
 __all__ = [
     "__version__",
+    "AxialRotaryEmbedding",
     "PatchPositionalEncoding",
     "PositionalEmbedding",
     "PositionalEncoding",
     "RotaryEmbedding",
     "TimestepEmbedding",
+    "VideoPositionalEncoding",
     "context_parallel_order",
     "context_parallel_positions",
     "get_angles",
+    "grid_positions",
     "plot_patch_encoding",
     "plot_positional_encoding",
     "plot_similarity",
@@ -58,4 +72,5 @@ __all__ = [
     "segment_attention_mask",
     "shift_matrix",
     "sincos_2d",
+    "sincos_3d",
 ]

@@ -9,6 +9,7 @@ every position up to 2**20 and beyond, and no position passes through a 16-bit f
 """
 
 import math
+import numbers
 
 import numpy as np
 import tensorflow as tf
@@ -318,29 +319,75 @@ def rotary_columns(frequencies):
     return np.concatenate([frequencies, frequencies]), np.arange(2 * pairs) >= pairs
 
 
-def sincos_2d(embed_dim, grid_size, cls_token=False):
-    """MAE's 2-D sine-cosine table for a square grid of patches, in float64.
+def grid_shape(name, value, rank):
+    """`value` (an int, for every axis alike, or `rank` ints) as a tuple of `rank` positive ints."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return (_validation.positive_int(name, value),) * rank
+    if isinstance(value, (tuple, list)) and len(value) == rank:
+        return tuple(_validation.positive_int(name, size) for size in value)
+    raise ValueError(
+        f"`{name}` must be a positive integer or a tuple of {rank} positive integers. "
+        f"{_validation.received(name, value)}"
+    )
 
-    Patch `n` sits at row `n // grid_size` and column `n % grid_size`. As in MAE's
+
+def grid_columns(width, scale=1.0):
+    """`columns` of one grid axis's `width` columns (sines, then cosines), each frequency
+    times `scale`: a position `n * scale` is the integer position `n` at frequency `w * scale`."""
+    rates, cosine = columns(width, layout="concat")
+    return rates * np.float64(scale), cosine
+
+
+def _axis_table(positions, width, scale):
+    rates, cosine = grid_columns(width, scale)
+    angles = np.asarray(positions, np.float64)[..., None] * rates
+    return np.where(cosine, np.cos(angles), np.sin(angles))
+
+
+def grid_scales(grid, base_size=None, interpolation_scale=1.0):
+    """The position scale of each grid axis: `base_size / (n * interpolation_scale)` for an axis
+    of `n` patches (diffusers' `arange(n) / (n / base_size) / interpolation_scale`), or
+    `1 / interpolation_scale` without a `base_size`."""
+    if base_size is None:
+        return tuple(1.0 / interpolation_scale for _ in grid)
+    return tuple(base_size / (size * interpolation_scale) for size in grid)
+
+
+def _positive_number(name, value):
+    return _validation.number_at_least(name, value, 0, strict=True)
+
+
+def sincos_2d(embed_dim, grid_size, cls_token=False, *, base_size=None, interpolation_scale=1.0):
+    """The 2-D sine-cosine table of a grid of patches, in float64: MAE's, and diffusers'.
+
+    Patch `n` sits at row `n // width` and column `n % width`. As in MAE's and diffusers'
     `get_2d_sincos_pos_embed`, the first half of the width encodes the column and the second
     half the row, each half with the paper's frequencies for its width in the concat layout
-    (sines, then cosines); `cls_token=True` puts an all-zero row first.
+    (sines, then cosines). With `base_size` (diffusers: PixArt-alpha, SD3) an axis of `n`
+    patches has the positions `arange(n) / (n / base_size) / interpolation_scale`; without it
+    (MAE), `arange(n) / interpolation_scale`. Each position is exact (diffusers rounds it to
+    float32 first, up to 2**-24 of its size).
 
     Args:
         embed_dim: Integer, a multiple of 4. Width of the table.
-        grid_size: Integer. Patches per side.
+        grid_size: Integer (a square grid), or `(height, width)`.
         cls_token: Boolean. Whether to add a leading zero row for a class token.
+        base_size: Optional number. diffusers' `base_size`: the grid size whose positions are
+            `0 .. base_size - 1`. Defaults to `None`.
+        interpolation_scale: Positive number. Divides every position. Defaults to `1.0`.
 
     Returns:
-        A float64 NumPy array of shape `(grid_size**2 [+ 1], embed_dim)`.
+        A float64 NumPy array of shape `(height * width [+ 1], embed_dim)`.
 
     Example:
 
     >>> sincos_2d(8, 2, cls_token=True).shape
     (5, 8)
+    >>> sincos_2d(8, (2, 3), base_size=16).shape
+    (6, 8)
     """
     embed_dim = _validation.positive_int("embed_dim", embed_dim)
-    grid_size = _validation.positive_int("grid_size", grid_size)
+    height, width = grid_shape("grid_size", grid_size, 2)
     if embed_dim % 4:
         raise ValueError(
             "`embed_dim` must be a multiple of 4: each grid axis gets half the width, in sine "
@@ -348,12 +395,97 @@ def sincos_2d(embed_dim, grid_size, cls_token=False):
         )
     if not isinstance(cls_token, bool):
         raise ValueError(f"`cls_token` must be a boolean. {_validation.received('cls_token', cls_token)}")
-    row, column = np.divmod(np.arange(grid_size**2), grid_size)
+    base_size = None if base_size is None else _positive_number("base_size", base_size)
+    interpolation_scale = _positive_number("interpolation_scale", interpolation_scale)
+    row_scale, column_scale = grid_scales((height, width), base_size, interpolation_scale)
+    row, column = np.divmod(np.arange(height * width), width)
     half = embed_dim // 2
     table = np.concatenate(
-        [sinusoids(column, half, layout="concat"), sinusoids(row, half, layout="concat")], axis=-1
+        [_axis_table(column, half, column_scale), _axis_table(row, half, row_scale)], axis=-1
     )
     return np.concatenate([np.zeros((1, embed_dim)), table]) if cls_token else table
+
+
+def sincos_3d(
+    embed_dim, spatial_size, temporal_size, spatial_interpolation_scale=1.0, temporal_interpolation_scale=1.0
+):
+    """The 3-D sine-cosine table of a video's patches, in float64: diffusers'
+    `get_3d_sincos_pos_embed` (CogVideoX), with its argument order.
+
+    The first quarter of the width encodes the frame (positions `arange(temporal_size) /
+    temporal_interpolation_scale`), the other three quarters the patch as `sincos_2d` does
+    (column, then row; positions divided by `spatial_interpolation_scale`). Each part has the
+    paper's frequencies for its width, sines then cosines.
+
+    Args:
+        embed_dim: Integer, a multiple of 16.
+        spatial_size: Integer (a square grid), or `(width, height)`: diffusers' order (its
+            code reads `spatial_size[0]` as the width).
+        temporal_size: Integer. Number of frames.
+        spatial_interpolation_scale: Positive number. Defaults to `1.0`.
+        temporal_interpolation_scale: Positive number. Defaults to `1.0`.
+
+    Returns:
+        A float64 NumPy array of shape `(temporal_size, height * width, embed_dim)`.
+
+    Example:
+
+    >>> sincos_3d(64, (3, 2), 4).shape
+    (4, 6, 64)
+    """
+    embed_dim = _validation.positive_int("embed_dim", embed_dim)
+    width, height = grid_shape("spatial_size", spatial_size, 2)
+    frames = _validation.positive_int("temporal_size", temporal_size)
+    if embed_dim % 16:
+        raise ValueError(
+            "`embed_dim` must be a multiple of 16: a quarter for the frames and three eighths for "
+            f"each spatial axis, each in sine and cosine halves. Received: embed_dim={embed_dim}"
+        )
+    spatial = 1.0 / _positive_number("spatial_interpolation_scale", spatial_interpolation_scale)
+    temporal = 1.0 / _positive_number("temporal_interpolation_scale", temporal_interpolation_scale)
+    frame, patch = np.divmod(np.arange(frames * height * width), height * width)
+    row, column = np.divmod(patch, width)
+    parts = [
+        _axis_table(frame, embed_dim // 4, temporal),
+        _axis_table(column, 3 * embed_dim // 8, spatial),
+        _axis_table(row, 3 * embed_dim // 8, spatial),
+    ]
+    return np.concatenate(parts, axis=-1).reshape(frames, height * width, embed_dim)
+
+
+def grid_positions(grid, offset=0):
+    """The integer ids of a grid's cells along each axis, in row-major order.
+
+    Args:
+        grid: Tuple of positive integers: `(height, width)`, `(frames, height, width)`, or
+            FLUX's `(1, height, width)` (its first id axis is 0 for image tokens).
+        offset: Integer, or one integer per axis, added to the ids: for example the number of
+            class, register or text tokens placed before the grid.
+
+    Returns:
+        An int32 NumPy array of shape `(prod(grid), len(grid))`: the `positions` of
+        `AxialRotaryEmbedding` for the grid's tokens.
+
+    Example:
+
+    >>> grid_positions((2, 3)).tolist()
+    [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]]
+    >>> grid_positions((1, 2, 2), offset=(0, 4, 4))[:2].tolist()
+    [[0, 4, 4], [0, 4, 5]]
+    """
+    if not isinstance(grid, (tuple, list)) or not grid:
+        raise ValueError(f"`grid` must be a tuple of positive integers. {_validation.received('grid', grid)}")
+    sizes = grid_shape("grid", tuple(grid), len(grid))
+    offsets = (offset,) * len(sizes) if isinstance(offset, numbers.Integral) else tuple(offset)
+    if len(offsets) != len(sizes) or not all(
+        isinstance(value, numbers.Integral) and value >= 0 for value in offsets
+    ):
+        raise ValueError(
+            f"`offset` must be a non-negative integer, or one per axis of `grid` ({len(sizes)}). "
+            f"{_validation.received('offset', offset)}"
+        )
+    ids = np.stack(np.meshgrid(*(np.arange(size) for size in sizes), indexing="ij"), axis=-1)
+    return (ids.reshape(-1, len(sizes)) + np.asarray(offsets)).astype(np.int32)
 
 
 def check_options(d_model, max_wavelength, layout, convention, min_timescale):

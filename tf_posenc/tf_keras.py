@@ -17,14 +17,16 @@ except ImportError as error:
     ) from error
 
 from tf_posenc import layers
+from tf_posenc.layers.axial_rotary_embedding import AxialRotaryEmbeddingMixin
 from tf_posenc.layers.base import SinusoidLayerMixin
 from tf_posenc.layers.patch_positional_encoding import PatchPositionalEncodingMixin
 from tf_posenc.layers.positional_embedding import PositionalEmbeddingMixin
 from tf_posenc.layers.positional_encoding import PositionalEncodingMixin
 from tf_posenc.layers.rotary_embedding import RotaryEmbeddingMixin
 from tf_posenc.layers.timestep_embedding import TimestepEmbeddingMixin
+from tf_posenc.layers.video_positional_encoding import VideoPositionalEncodingMixin
 
-__all__ = list(layers.__all__)  # the same five names as the Keras 3 layers
+__all__ = list(layers.__all__)  # the same names as the Keras 3 layers
 
 _serializable = tf_keras.saving.register_keras_serializable(package="tf_posenc")
 
@@ -95,4 +97,29 @@ class TimestepEmbedding(TimestepEmbeddingMixin, SinusoidLayer):
     >>> timesteps = tf_keras.Input((), dtype="int32")
     >>> TimestepEmbedding(320)(timesteps).shape
     TensorShape([None, 320])
+    """
+
+
+@_serializable
+class AxialRotaryEmbedding(AxialRotaryEmbeddingMixin, SinusoidLayer):
+    """`tf_posenc.layers.AxialRotaryEmbedding` for tf_keras models: same arguments, same numbers.
+
+    Example:
+
+    >>> from tf_posenc import grid_positions
+    >>> queries = tf_keras.Input((6, 2, 32))
+    >>> AxialRotaryEmbedding((16, 16))(queries, positions=grid_positions((2, 3))).shape
+    TensorShape([None, 6, 2, 32])
+    """
+
+
+@_serializable
+class VideoPositionalEncoding(VideoPositionalEncodingMixin, SinusoidLayer):
+    """`tf_posenc.layers.VideoPositionalEncoding` for tf_keras models: same arguments, same numbers.
+
+    Example:
+
+    >>> video = tf_keras.Input((4, 3, 5, 32))
+    >>> VideoPositionalEncoding((5, 3), 4, 32)(video).shape
+    TensorShape([None, 4, 3, 5, 32])
     """

@@ -1,8 +1,8 @@
 import keras
-import numpy as np
 from keras import ops
 
-from tf_posenc import _positions, _rows, _validation, encoding
+from tf_posenc import _validation, encoding
+from tf_posenc.layers import _grid
 from tf_posenc.layers.base import SinusoidLayer
 
 
@@ -11,53 +11,88 @@ class PatchPositionalEncodingMixin:
 
     inputs_hint = "patch embeddings"
 
-    def __init__(self, grid_size, d_model, cls_token=False, **kwargs):
+    def __init__(
+        self, grid_size, d_model, cls_token=False, *, base_size=None, interpolation_scale=1.0, **kwargs
+    ):
         super().__init__(**kwargs)
-        encoding.sincos_2d(4, 1, cls_token)  # the same checks of cls_token
-        self.grid_size = _validation.positive_int("grid_size", grid_size)
+        encoding.sincos_2d(4, 1, cls_token, base_size=base_size, interpolation_scale=interpolation_scale)
+        if grid_size is None:
+            self.grid_size, self._grid = None, None
+        else:
+            self._grid = encoding.grid_shape("grid_size", grid_size, 2)
+            self.grid_size = grid_size if isinstance(grid_size, int) else self._grid
         self.d_model = _validation.positive_int("d_model", d_model)
         if self.d_model % 4:
             raise ValueError(
                 "`d_model` must be a multiple of 4: each grid axis gets half the width, in sine "
                 f"and cosine halves. Received: d_model={self.d_model}"
             )
+        if grid_size is None and cls_token:
+            raise ValueError(
+                "`cls_token=True` needs a `grid_size`: the grid is then read from (batch, height, "
+                "width, d_model) inputs, which hold no class token. Received: grid_size=None"
+            )
         self.cls_token = cls_token
-        self._constants = _rows.column_constants(*encoding.columns(self.d_model // 2, layout="concat"))
+        self.base_size = base_size
+        self.interpolation_scale = interpolation_scale
 
     def call(self, inputs):
-        return self._run(self._checked_inputs(inputs))
+        # A grid read from the inputs: its rows depend on the height and width too.
+        kept_axes = (-1,) if self._grid else (1, 2, -1)
+        return self._run(self._checked_inputs(inputs), kept_axes=kept_axes)
 
     def _rows_for(self, inputs, _):
-        row, column = np.divmod(np.arange(self.grid_size**2, dtype=np.int32), self.grid_size)
-        halves = [
-            _rows.rows(_positions.Positions(values=axis), None, self._constants, self.compute_dtype)
-            for axis in (column, row)
-        ]
-        table = ops.concatenate(halves, axis=-1)
+        grid = self._grid or tuple(
+            size if size is not None else ops.shape(inputs)[axis]
+            for axis, size in ((1, inputs.shape[1]), (2, inputs.shape[2]))
+        )
+        if self.base_size is not None and not all(isinstance(size, int) for size in grid):
+            raise ValueError(
+                "With `base_size`, the positions depend on the grid's size, which must be known when "
+                "the call is traced: give a `grid_size`, or inputs of known height and width. "
+                f"Received: inputs.shape={tuple(inputs.shape)}"
+            )
+        scales = encoding.grid_scales(
+            [size if isinstance(size, int) else 1 for size in grid], self.base_size, self.interpolation_scale
+        )
+        half = self.d_model // 2
+        parts = [(1, _grid.axis_constants(half, scales[1])), (0, _grid.axis_constants(half, scales[0]))]
+        table = _grid.grid_table(grid, parts, self.compute_dtype)  # column half, then row half
+        if len(inputs.shape) == 4:
+            return table
+        table = ops.reshape(table, (-1, self.d_model))
         if self.cls_token:
             table = ops.concatenate([ops.zeros((1, self.d_model), table.dtype), table], axis=0)
-        if len(inputs.shape) == 4:
-            table = ops.reshape(table, (self.grid_size, self.grid_size, self.d_model))
         return table
 
     def get_config(self):
         return {
             **super().get_config(),
-            "grid_size": self.grid_size,
+            "grid_size": self.grid_size if not isinstance(self.grid_size, tuple) else list(self.grid_size),
             "d_model": self.d_model,
             "cls_token": self.cls_token,
+            "base_size": self.base_size,
+            "interpolation_scale": self.interpolation_scale,
         }
 
     def _output_shape(self, shape):
-        patches = self.grid_size**2 + self.cls_token
+        if self._grid is None:
+            if len(shape) != 4 or shape[-1] not in (None, self.d_model):
+                raise ValueError(
+                    "`inputs` must be (batch, height, width, d_model) when `grid_size` is None: the "
+                    f"grid is read from them. Received: inputs.shape={shape} for d_model={self.d_model}"
+                )
+            return shape
+        height, width = self._grid
+        patches = height * width + self.cls_token
         if len(shape) == 3:
             expected = (patches, self.d_model)
         elif len(shape) == 4 and not self.cls_token:
-            expected = (self.grid_size, self.grid_size, self.d_model)
+            expected = (height, width, self.d_model)
         else:
             raise ValueError(
-                "`inputs` must be (batch, patches, d_model), or (batch, grid_size, grid_size, "
-                f"d_model) without a class token. Received: inputs.shape={shape}"
+                "`inputs` must be (batch, patches, d_model), or (batch, height, width, d_model) "
+                f"without a class token. Received: inputs.shape={shape}"
             )
         pairs = zip(shape[1:], expected, strict=True)
         if any(given is not None and given != wanted for given, wanted in pairs):
@@ -71,28 +106,38 @@ class PatchPositionalEncodingMixin:
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
 class PatchPositionalEncoding(PatchPositionalEncodingMixin, SinusoidLayer):
-    """Adds MAE's 2-D sine-cosine encoding to a square grid of image patches.
+    """Adds the 2-D sine-cosine encoding of MAE and diffusers to a grid of image patches.
 
-    The table is `sincos_2d(d_model, grid_size, cls_token)`: half the width encodes a
-    patch's column, half its row. Its rows come from the exact route of
-    `PositionalEncoding`, rounded once to the compute dtype; the layer has no weights.
+    The table is `sincos_2d(d_model, grid_size, cls_token, base_size=..., interpolation_scale=...)`:
+    half the width encodes a patch's column, half its row. Its rows come from the exact route
+    of `PositionalEncoding`, rounded once to the compute dtype (a position `n * s` of
+    diffusers' scaled grids is the integer `n` at frequency `w * s`); the layer has no weights.
+    The arguments mean what they mean in diffusers' `get_2d_sincos_pos_embed` (PixArt-alpha,
+    SD3), except `base_size=None`, which keeps MAE's integer positions.
 
     Args:
-        grid_size: Integer. Patches per side.
+        grid_size: Integer (a square grid), `(height, width)`, or `None` to read the grid
+            from `(batch, height, width, d_model)` inputs at call time (variable resolution).
         d_model: Integer, a multiple of 4. Width of the patch embeddings.
         cls_token: Boolean. Whether the inputs start with a class token, which gets a
             zero row. Defaults to `False`.
+        base_size: Optional number. diffusers' `base_size`: an axis of `n` patches has the
+            positions `arange(n) / (n / base_size) / interpolation_scale`. Defaults to `None`
+            (positions `arange(n) / interpolation_scale`).
+        interpolation_scale: Positive number dividing every position. Defaults to `1.0`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
-        inputs: `(batch, grid_size**2 [+ 1], d_model)` patch embeddings in row-major order,
-            or `(batch, grid_size, grid_size, d_model)`.
+        inputs: `(batch, height * width [+ 1], d_model)` patch embeddings in row-major order,
+            or `(batch, height, width, d_model)`.
 
     Example:
 
     >>> patches = keras.Input((14 * 14 + 1, 768))
     >>> PatchPositionalEncoding(14, 768, cls_token=True)(patches).shape
     (None, 197, 768)
+    >>> PatchPositionalEncoding(None, 64, base_size=16)(keras.Input((32, 48, 64))).shape
+    (None, 32, 48, 64)
 
     References:
         [He et al., 2021](https://arxiv.org/abs/2111.06377)

@@ -276,39 +276,7 @@ class RotaryEmbeddingMixin:
         return _rows.rows(positions, length, constants, wide, scale=self.attention_scaling)
 
     def _combine(self, inputs, rows):
-        rank = len(inputs.shape)
-        order = self._order(rank)
-        # Per feature: its pair's cosine, and its pair's sine with the sign the rotation gives
-        # it; arranged on the small table, so the inputs see one multiply-add.
-        sine, cosine = ops.split(rows, 2, axis=-1)
-        if self.layout == "half":
-            cosine = ops.concatenate([cosine, cosine], axis=-1)
-            signed_sine = ops.concatenate([-sine, sine], axis=-1)
-        else:
-            cosine = ops.reshape(ops.stack([cosine, cosine], axis=-1), ops.shape(rows))
-            signed_sine = ops.reshape(ops.stack([-sine, sine], axis=-1), ops.shape(rows))
-        for _ in range(rank - 3):  # between the sequence and the features
-            # expand_dims, not [..., None, :]: TensorFlow Lite has no builtin for that slice.
-            cosine, signed_sine = ops.expand_dims(cosine, -2), ops.expand_dims(signed_sine, -2)
-        x = ops.cast(ops.cast(inputs, self.compute_dtype), rows.dtype)
-        if order != list(range(rank)):
-            x = ops.transpose(x, order)
-        width = rows.shape[-1]
-        passed = None
-        if width < x.shape[-1]:  # partial rotary: the features past `width` pass through
-            x, passed = x[..., :width], ops.cast(x[..., width:], self.compute_dtype)
-        pairs = width // 2
-        if self.layout == "half":
-            partner = ops.concatenate([x[..., pairs:], x[..., :pairs]], axis=-1)
-        else:
-            paired = ops.reshape(x, (*ops.shape(x)[:-1], pairs, 2))
-            partner = ops.reshape(ops.flip(paired, axis=-1), ops.shape(x))
-        rotated = ops.cast(x * cosine + partner * signed_sine, self.compute_dtype)
-        if passed is not None:
-            rotated = ops.concatenate([rotated, passed], axis=-1)
-        if order == list(range(rank)):
-            return rotated
-        return ops.transpose(rotated, np.argsort(order).tolist())
+        return rotate(inputs, rows, self.layout, self.compute_dtype, self._order(len(inputs.shape)))
 
     def _axes(self, shape):
         """The sequence and feature axes as non-negative numbers, after checking them."""
@@ -354,6 +322,49 @@ class RotaryEmbeddingMixin:
                     f"inputs.shape={shape}"
                 )
         return tuple(axes)
+
+
+def rotate(inputs, rows, layout, compute_dtype, order=None):
+    """`inputs` with each feature pair turned by the angle whose sine and cosine `rows` hold,
+    rounded once to `compute_dtype`.
+
+    `rows`: the sines of every pair, then their cosines, `(seq_len, 2 * pairs)` or
+    `(batch, seq_len, 2 * pairs)`; features past `2 * pairs` pass through. `order`: the axes of
+    `inputs` as (batch, sequence, ..., features), where they are not in that order already.
+    """
+    rank = len(inputs.shape)
+    order = order or list(range(rank))
+    # Per feature: its pair's cosine, and its pair's sine with the sign the rotation gives
+    # it; arranged on the small table, so the inputs see one multiply-add.
+    sine, cosine = ops.split(rows, 2, axis=-1)
+    if layout == "half":
+        cosine = ops.concatenate([cosine, cosine], axis=-1)
+        signed_sine = ops.concatenate([-sine, sine], axis=-1)
+    else:
+        cosine = ops.reshape(ops.stack([cosine, cosine], axis=-1), ops.shape(rows))
+        signed_sine = ops.reshape(ops.stack([-sine, sine], axis=-1), ops.shape(rows))
+    for _ in range(rank - 3):  # between the sequence and the features
+        # expand_dims, not [..., None, :]: TensorFlow Lite has no builtin for that slice.
+        cosine, signed_sine = ops.expand_dims(cosine, -2), ops.expand_dims(signed_sine, -2)
+    x = ops.cast(ops.cast(inputs, compute_dtype), rows.dtype)
+    if order != list(range(rank)):
+        x = ops.transpose(x, order)
+    width = rows.shape[-1]
+    passed = None
+    if width < x.shape[-1]:  # partial rotary: the features past `width` pass through
+        x, passed = x[..., :width], ops.cast(x[..., width:], compute_dtype)
+    pairs = width // 2
+    if layout == "half":
+        partner = ops.concatenate([x[..., pairs:], x[..., :pairs]], axis=-1)
+    else:
+        paired = ops.reshape(x, (*ops.shape(x)[:-1], pairs, 2))
+        partner = ops.reshape(ops.flip(paired, axis=-1), ops.shape(x))
+    rotated = ops.cast(x * cosine + partner * signed_sine, compute_dtype)
+    if passed is not None:
+        rotated = ops.concatenate([rotated, passed], axis=-1)
+    if order == list(range(rank)):
+        return rotated
+    return ops.transpose(rotated, np.argsort(order).tolist())
 
 
 def _optional(check, name, value, *arguments, **options):

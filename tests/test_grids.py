@@ -1,0 +1,301 @@
+"""Positions for images and video: diffusers' 2-D and 3-D sine-cosine tables on any grid,
+FLUX's and Qwen2-VL's multi-axis rotary embeddings, against their code restated in float64 and
+values they printed."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from reference import BOUND, reference_rotation
+
+from tf_posenc import (
+    AxialRotaryEmbedding,
+    PatchPositionalEncoding,
+    VideoPositionalEncoding,
+    grid_positions,
+    sincos_2d,
+    sincos_3d,
+)
+
+# Printed by diffusers 0.42.1 (torch 2.13 CPU), models/embeddings.py:
+# get_2d_sincos_pos_embed(64, (4, 6), base_size=16, interpolation_scale=2.0) (PixArt-style),
+# get_3d_sincos_pos_embed(64, (6, 4), 3, spatial_interpolation_scale=1.875) (CogVideoX-style),
+# FluxPosEmbed(theta=10000, axes_dim=[16, 56, 56]) on ids [[0, 0, 0]] * 3 followed by the
+# (0, 100 + row, 2000 + column) ids of a 5 x 7 grid: (token, column) -> value.
+DIFFUSERS_2D = {
+    (0, 0): 0.0,
+    (7, 1): 0.6814839603331014,
+    (13, 33): 0.778471741460492,
+    (23, 63): 0.9999994307900751,
+}
+DIFFUSERS_3D = {(0, 0, 0): 0.0, (2, 5, 9): 0.8065784098850756, (1, 23, 40): 0.999573602345334,
+                (2, 17, 63): 0.9999999735945142}  # fmt: skip
+FLUX_COS = {
+    (2, 0): 1.0,
+    (3, 20): 0.041520051658153534,
+    (37, 70): 0.9998955726623535,
+    (37, 127): 0.9614048600196838,
+}
+FLUX_SIN = {(3, 21): 0.9991376996040344, (20, 60): 0.07334202527999878, (37, 126): 0.2751375734806061}
+
+
+def diffusers_1d(embed_dim, positions):
+    """diffusers' `get_1d_sincos_pos_embed_from_grid`, in float64 (its positions exact)."""
+    omega = 1.0 / 10000 ** (np.arange(embed_dim // 2, dtype=np.float64) / (embed_dim / 2.0))
+    out = np.outer(np.asarray(positions, np.float64).reshape(-1), omega)
+    return np.concatenate([np.sin(out), np.cos(out)], axis=1)
+
+
+def diffusers_2d(embed_dim, grid_size, base_size=16, interpolation_scale=1.0):
+    """diffusers' `get_2d_sincos_pos_embed`, restated in float64 with exact positions."""
+    height, width = grid_size
+    grid_h = np.arange(height) / (height / base_size) / interpolation_scale
+    grid_w = np.arange(width) / (width / base_size) / interpolation_scale
+    grid = np.stack(np.meshgrid(grid_w, grid_h, indexing="xy"), axis=0).reshape(2, -1)
+    return np.concatenate(
+        [diffusers_1d(embed_dim // 2, grid[0]), diffusers_1d(embed_dim // 2, grid[1])], axis=1
+    )
+
+
+def diffusers_3d(embed_dim, spatial_size, temporal_size, spatial_scale=1.0, temporal_scale=1.0):
+    """diffusers' `get_3d_sincos_pos_embed`, restated in float64: spatial_size is (width, height)."""
+    width, height = spatial_size
+    grid = np.stack(
+        np.meshgrid(np.arange(width) / spatial_scale, np.arange(height) / spatial_scale, indexing="xy")
+    )
+    grid = grid.reshape(2, -1)
+    spatial = np.concatenate(
+        [diffusers_1d(3 * embed_dim // 8, grid[0]), diffusers_1d(3 * embed_dim // 8, grid[1])], axis=1
+    )
+    temporal = diffusers_1d(embed_dim // 4, np.arange(temporal_size) / temporal_scale)
+    spatial = np.repeat(spatial[None], temporal_size, axis=0)
+    temporal = np.repeat(temporal[:, None], height * width, axis=1)
+    return np.concatenate([temporal, spatial], axis=-1)
+
+
+@pytest.mark.parametrize(
+    "grid, base_size, scale",
+    [((4, 6), 16, 2.0), ((6, 4), 8, 1.0), ((5, 5), 5, 1.0), ((3, 7), 1.5, 0.5)],
+    ids=["pixart-wide", "tall", "square-mae", "fractional-base"],
+)
+def test_sincos_2d_is_diffusers_on_any_grid(grid, base_size, scale):
+    expected = diffusers_2d(64, grid, base_size, scale)
+    np.testing.assert_allclose(
+        sincos_2d(64, grid, base_size=base_size, interpolation_scale=scale), expected, atol=1e-12
+    )
+    if grid == (4, 6):
+        table = sincos_2d(64, grid, base_size=16, interpolation_scale=2.0)
+        for (token, column), value in DIFFUSERS_2D.items():
+            # diffusers rounds its positions to float32 first: up to 2**-24 of 8 rad here.
+            assert table[token, column] == pytest.approx(value, abs=1e-6)
+    # Without base_size, MAE's integer positions (divided by interpolation_scale).
+    np.testing.assert_allclose(sincos_2d(64, 5), diffusers_2d(64, (5, 5), base_size=5), atol=1e-12)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize(
+    "grid_size, base_size, scale, shape",
+    [((4, 6), 16, 2.0, (2, 24, 64)), ((4, 6), 16, 2.0, (2, 4, 6, 64)), (None, None, 0.5, (2, 9, 3, 64)),
+     (None, 32, 1.0, (1, 8, 12, 64)), (3, None, 1.0, (2, 10, 64))],
+    ids=["flat", "grid", "variable-resolution", "variable-with-base-size", "cls-token"],
+)  # fmt: skip
+def test_patch_layer_adds_the_rounded_table(policy, grid_size, base_size, scale, shape):
+    cls_token = shape == (2, 10, 64)
+    layer = PatchPositionalEncoding(
+        grid_size, 64, cls_token=cls_token, base_size=base_size, interpolation_scale=scale, dtype=policy
+    )
+    grid = (shape[1], shape[2]) if len(shape) == 4 else encoding_grid(grid_size)
+    table = sincos_2d(64, grid, cls_token, base_size=base_size, interpolation_scale=scale)
+    added = tf.cast(layer(np.zeros(shape, "float32")), tf.float64).numpy().reshape(shape[0], -1, 64)
+    assert np.abs(added - table).max() <= BOUND[policy]
+    assert json.loads(json.dumps(layer.get_config())) == layer.get_config()
+    assert PatchPositionalEncoding.from_config(layer.get_config()).get_config() == layer.get_config()
+
+
+def encoding_grid(grid_size):
+    return (grid_size, grid_size) if isinstance(grid_size, int) else grid_size
+
+
+def test_patch_layer_reads_the_grid_when_the_graph_runs():
+    layer = PatchPositionalEncoding(None, 16)
+    traced = tf.function(layer, input_signature=[tf.TensorSpec((None, None, None, 16))])
+    for height, width in ((2, 3), (5, 4)):
+        got = traced(np.zeros((1, height, width, 16), "float32")).numpy().reshape(-1, 16)
+        assert np.abs(got - sincos_2d(16, (height, width))).max() <= BOUND["float32"]
+    with_base = PatchPositionalEncoding(None, 16, base_size=16)
+    with pytest.raises(ValueError, match=r"With `base_size`, the positions depend on the grid's size"):
+        tf.function(with_base, input_signature=[tf.TensorSpec((None, None, None, 16))])(
+            np.zeros((1, 2, 2, 16))
+        )
+
+
+@pytest.mark.parametrize(
+    "kwargs, shape, message",
+    [
+        ({"grid_size": (4, 6), "d_model": 16}, (1, 23, 16), r"must have shape \(batch, 24, 16\)"),
+        ({"grid_size": None, "d_model": 16}, (1, 24, 16), r"when `grid_size` is None"),
+        (
+            {"grid_size": None, "d_model": 16, "cls_token": True},
+            None,
+            r"`cls_token=True` needs a `grid_size`",
+        ),
+        ({"grid_size": (4, 0), "d_model": 16}, None, r"`grid_size` must be a positive integer"),
+        ({"grid_size": 4, "d_model": 16, "interpolation_scale": 0}, None, r"`interpolation_scale` must be"),
+        ({"grid_size": 4, "d_model": 16, "base_size": -1}, None, r"`base_size` must be"),
+    ],
+    ids=["patch-count", "flat-without-grid", "cls-without-grid", "grid-zero", "scale-zero", "base-negative"],
+)
+def test_bad_patch_arguments_are_clear_errors(kwargs, shape, message):
+    with pytest.raises(ValueError, match=message):
+        PatchPositionalEncoding(**kwargs)(np.zeros(shape or (1, 16, 16), "float32"))
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_video_layer_is_diffusers_3d_table(policy):
+    expected = diffusers_3d(64, (6, 4), 3, spatial_scale=1.875)
+    np.testing.assert_allclose(
+        sincos_3d(64, (6, 4), 3, spatial_interpolation_scale=1.875), expected, atol=1e-12
+    )
+    for (frame, patch, column), value in DIFFUSERS_3D.items():
+        assert expected[frame, patch, column] == pytest.approx(value, abs=1e-6)
+    layer = VideoPositionalEncoding((6, 4), 3, 64, spatial_interpolation_scale=1.875, dtype=policy)
+    for shape in ((2, 3, 4, 6, 64), (2, 72, 64)):
+        added = tf.cast(layer(np.zeros(shape, "float32")), tf.float64).numpy().reshape(2, 3, 24, 64)
+        assert np.abs(added - expected).max() <= BOUND[policy]
+    from_inputs = VideoPositionalEncoding(None, None, 64, spatial_interpolation_scale=1.875, dtype=policy)
+    added = tf.cast(from_inputs(np.zeros((1, 3, 4, 6, 64), "float32")), tf.float64).numpy()
+    assert np.abs(added.reshape(1, 3, 24, 64) - expected).max() <= BOUND[policy]
+    assert VideoPositionalEncoding.from_config(layer.get_config()).get_config() == layer.get_config()
+    with pytest.raises(ValueError, match=r"`inputs` must have shape \(batch, 3, 4, 6, 64\)"):
+        layer(np.zeros((1, 3, 6, 4, 64), "float32"))
+    with pytest.raises(ValueError, match=r"`d_model` must be a multiple of 16"):
+        VideoPositionalEncoding(4, 2, 40)
+    with pytest.raises(ValueError, match=r"must be given together"):
+        VideoPositionalEncoding(4, None, 64)
+
+
+def flux_reference(ids, axes_dim=(16, 56, 56), theta=10000):
+    """diffusers' FLUX `get_1d_rotary_pos_embed(..., repeat_interleave_real=True)` per axis,
+    concatenated: the frequency of each interleaved pair, then the float64 angles."""
+    frequencies = np.concatenate([1.0 / theta ** (np.arange(0, d, 2) / d) for d in axes_dim])
+    bands = np.repeat(np.arange(len(axes_dim)), [d // 2 for d in axes_dim])
+    return np.asarray(ids, np.float64)[:, bands] * frequencies
+
+
+def test_axial_rotation_is_flux_embed_nd():
+    ids = np.concatenate([np.zeros((3, 3), "int32"), grid_positions((1, 5, 7), offset=(0, 100, 2000))])
+    layer = AxialRotaryEmbedding((16, 56, 56), layout="interleave")
+    basis = np.zeros((1, len(ids), 128), "float32")
+    basis[..., 0::2] = 1.0  # rotated: the cosine of every pair, then its sine, interleaved
+    rows = layer(basis, positions=ids).numpy()[0]
+    angles = flux_reference(ids)
+    assert np.abs(rows[:, 0::2] - np.cos(angles)).max() <= 2**-24
+    assert np.abs(rows[:, 1::2] - np.sin(angles)).max() <= 2**-24
+    for (token, column), value in FLUX_COS.items():
+        assert rows[token, column - column % 2] == pytest.approx(value, abs=2**-24)
+    for (token, column), value in FLUX_SIN.items():
+        assert rows[token, column - column % 2 + 1] == pytest.approx(value, abs=2**-24)
+    x = np.random.default_rng(0).normal(size=(2, len(ids), 3, 128)).astype("float32")
+    # As RotaryEmbedding with every pair's angle given: the formula at (row, column) ids.
+    expected = np.stack(
+        [
+            x[..., 0::2] * np.cos(angles)[None, :, None] - x[..., 1::2] * np.sin(angles)[None, :, None],
+            x[..., 1::2] * np.cos(angles)[None, :, None] + x[..., 0::2] * np.sin(angles)[None, :, None],
+        ],
+        axis=-1,
+    ).reshape(x.shape)
+    assert np.abs(layer(x, positions=ids).numpy() - expected).max() <= 4 * 2**-24 * np.abs(expected).max()
+
+
+def test_axial_half_layout_is_qwen2_vl_vision_rope():
+    # transformers' Qwen2VisionRotaryEmbedding(head_dim // 2): row then column frequencies
+    # (each of width head_dim // 2), duplicated into the half layout by `rotate_half`.
+    head_dim, theta = 80, 10000.0
+    ids = grid_positions((6, 10))
+    inv_freq = 1.0 / theta ** (np.arange(0, head_dim // 2, 2) / (head_dim // 2))
+    angles = np.concatenate([ids[:, :1] * inv_freq, ids[:, 1:] * inv_freq], axis=-1)
+    x = np.random.default_rng(1).normal(size=(1, 60, 2, head_dim)).astype("float32")
+    layer = AxialRotaryEmbedding((head_dim // 2, head_dim // 2), max_wavelength=theta, layout="half")
+    frequencies = np.concatenate([inv_freq, inv_freq])
+    np.testing.assert_allclose(layer.frequencies(), frequencies, rtol=1e-15)
+    got = layer(x, positions=ids).numpy()
+    cos, sin = np.cos(angles)[None, :, None], np.sin(angles)[None, :, None]
+    first, second = x[..., : head_dim // 2], x[..., head_dim // 2 :]
+    expected = np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+    assert np.abs(got - expected).max() <= 4 * 2**-24 * np.abs(expected).max()
+    # A single axis is RotaryEmbedding's rotation.
+    single = AxialRotaryEmbedding((16,), layout="half")(x[..., :16], positions=np.arange(60)[:, None]).numpy()
+    exact = reference_rotation(x[..., :16], np.arange(60)[None], 1.0 / 10000 ** (np.arange(0, 16, 2) / 16))
+    assert np.abs(single - exact).max() <= 4 * 2**-24 * np.abs(exact).max()
+
+
+def test_axial_positions_per_example_in_graphs_and_errors():
+    layer = AxialRotaryEmbedding((8, 8))
+    x = np.random.default_rng(2).normal(size=(2, 6, 16)).astype("float32")
+    ids = np.stack([grid_positions((2, 3)), grid_positions((2, 3), offset=5)])
+    eager = layer(x, positions=ids).numpy()
+    np.testing.assert_array_equal(eager[1], layer(x[1:], positions=ids[1]).numpy()[0])
+    spec = [tf.TensorSpec((None, None, 16)), tf.TensorSpec((None, None, 2), tf.int32)]
+    traced = tf.function(lambda x, ids: layer(x, positions=ids), input_signature=spec)
+    np.testing.assert_array_equal(traced(x, ids).numpy(), eager)
+    # XLA may fuse the rotation's last multiply-add (one rounding fewer).
+    compiled = tf.function(layer, jit_compile=True)(x, positions=ids).numpy()
+    assert np.abs(compiled - eager).max() <= 2 * 2**-24 * np.abs(eager).max()
+    with pytest.raises(ValueError, match=r"`positions` must have shape \(seq_len, 2\)"):
+        layer(x, positions=ids[..., :1])
+    with pytest.raises(ValueError, match=r"dim = sum\(axes_dim\) = 16"):
+        layer(x[..., :8], positions=ids)
+    with pytest.raises(ValueError, match=r"`axes_dim` must hold even widths"):
+        AxialRotaryEmbedding((8, 7))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"must be non-negative"):
+        layer(x, positions=-ids)
+    config = layer.get_config()
+    assert AxialRotaryEmbedding.from_config(json.loads(json.dumps(config))).get_config() == config
+
+
+def test_grid_positions():
+    assert grid_positions((2, 2)).tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]
+    assert grid_positions((2, 1, 2), offset=3).tolist() == [[3, 3, 3], [3, 3, 4], [4, 3, 3], [4, 3, 4]]
+    with pytest.raises(ValueError, match=r"`offset` must be a non-negative integer, or one per axis"):
+        grid_positions((2, 2), offset=(1, 2, 3))
+
+
+@pytest.mark.slow
+def test_grid_layers_export_to_litert_and_onnx(tmp_path):
+    import onnxruntime
+    import tf2onnx
+    from ai_edge_litert.interpreter import Interpreter
+
+    # A grid read when the model runs, and axial ids given as a model input.
+    queries, ids = keras.Input((None, None, 16)), keras.Input((None, 2), dtype="int32")
+    encoded = PatchPositionalEncoding(None, 16)(queries)
+    rotated = AxialRotaryEmbedding((8, 8))(keras.layers.Reshape((-1, 1, 16))(encoded), positions=ids)
+    model = keras.Model([queries, ids], rotated)
+    x = np.random.default_rng(3).normal(size=(2, 3, 5, 16)).astype("float32")
+    grid = np.repeat(grid_positions((3, 5))[None], 2, axis=0)
+    expected = model.predict([x, grid], verbose=0)
+    bound = 4 * 2**-24 * np.abs(expected).max()
+
+    model.export(str(tmp_path / "exported"), verbose=False)
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(tmp_path / "exported"))
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    interpreter = Interpreter(model_content=converter.convert())
+    inputs = {detail["dtype"]: detail["index"] for detail in interpreter.get_input_details()}
+    for dtype, data in ((np.float32, x), (np.int32, grid)):
+        interpreter.resize_tensor_input(inputs[dtype], data.shape)
+    interpreter.allocate_tensors()
+    for dtype, data in ((np.float32, x), (np.int32, grid)):
+        interpreter.set_tensor(inputs[dtype], data)
+    interpreter.invoke()
+    litert = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+    assert np.abs(litert - expected).max() <= bound
+
+    specs = [tf.TensorSpec((None, None, None, 16)), tf.TensorSpec((None, None, 2), tf.int32)]
+    function = tf.function(lambda a, b: model([a, b]), input_signature=specs)
+    proto, _ = tf2onnx.convert.from_function(function, input_signature=specs, opset=17)
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [given.name for given in session.get_inputs()]
+    onnx = session.run(None, dict(zip(names, (x, grid), strict=True)))[0]
+    assert np.abs(onnx - expected).max() <= bound
