@@ -80,6 +80,12 @@ CASES = {
         rng.normal(size=(2, 3, 2, 16)).astype("float32"),
         {"start_index": 5},
     ),
+    "rotary-mrope-interleaved": (
+        "RotaryEmbedding",
+        {"mrope_section": [2, 1, 1], "mrope_interleaved": True},
+        rng.normal(size=(2, 4, 2, 8)).astype("float32"),
+        {"positions": np.array([[[0, 1, 1, 3]] * 2, [[0, 1, 2, 3]] * 2, [[0, 2, 1, 70000]] * 2])},
+    ),
     "patch": (
         "PatchPositionalEncoding",
         {"grid_size": 4, "d_model": 16, "cls_token": True},

@@ -433,8 +433,8 @@ def config_with(name, **changes):
         (config_with("qwen3-8b", rope_parameters={"rope_type": "linear", "factor": 2.0},
                      rope_scaling={"rope_type": "linear", "factor": 4.0}), None, r"both `rope_parameters`"),
         (config_with("gpt-neox-20b", partial_rotary_factor=0.5), None, r"`partial_rotary_factor` twice"),
-        (config_with("qwen3-8b", rope_scaling={"type": "mrope", "mrope_section": [16, 24, 24]}), None,
-         r"multimodal RoPE"),
+        (config_with("qwen3-8b", rope_scaling={"type": "mrope", "mrope_section": [16, 24, 20]}), None,
+         r"`mrope_section` must add up to the 64"),
         (config_with("qwen3-8b", rope_scaling={"rope_type": "ntk-by-parts", "factor": 2.0}), None,
          r"`rope_type` must be one of"),
         (config_with("qwen3-8b", head_dim=None, hidden_size=None), None, r"rotary head size"),
@@ -445,7 +445,7 @@ def config_with(name, **changes):
     ids=[
         "llama3-key-missing", "longrope-list-missing", "longrope-list-length", "layer-type-needed",
         "layer-type-unknown", "layer-type-unwanted", "two-type-keys", "two-parameter-dicts",
-        "two-partial-factors", "mrope", "unknown-type", "no-head-size", "dynamic-without-context",
+        "two-partial-factors", "mrope-sections", "unknown-type", "no-head-size", "dynamic-without-context",
         "linear-without-factor", "odd-partial-width",
     ],
 )  # fmt: skip

@@ -42,6 +42,7 @@ else:
         VideoPositionalEncoding,
     )
 from tf_posenc._positions import positions_from_mask
+from tf_posenc.multimodal import mrope_positions
 from tf_posenc.packing import (
     context_parallel_order,
     context_parallel_positions,
@@ -63,6 +64,7 @@ __all__ = [
     "context_parallel_positions",
     "get_angles",
     "grid_positions",
+    "mrope_positions",
     "plot_patch_encoding",
     "plot_positional_encoding",
     "plot_similarity",

@@ -13,9 +13,19 @@ from collections.abc import Mapping
 
 # transformers' names that differ from tf_posenc's: "dynamic" is its length-dependent NTK
 # (keras-hub's "dynamic" is another rule), "default" the unscaled rotation, "su" Phi-3's old
-# name for LongRoPE.
-_RENAMED = {"default": "linear", "dynamic": "dynamic_ntk", "su": "longrope"}
-_TRANSFORMERS_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional", "su")
+# name for LongRoPE, "mrope" Qwen2-VL's old name for an unscaled rotation with `mrope_section`.
+_RENAMED = {"default": "linear", "dynamic": "dynamic_ntk", "su": "longrope", "mrope": "linear"}
+_TRANSFORMERS_TYPES = (
+    "default",
+    "linear",
+    "dynamic",
+    "yarn",
+    "longrope",
+    "llama3",
+    "proportional",
+    "su",
+    "mrope",
+)
 _LAYER_TYPES = ("full_attention", "sliding_attention")
 _REQUIRED = {
     "linear": ("factor",),
@@ -113,11 +123,6 @@ def rotary_arguments(config, layer_type=None):
     """`RotaryEmbedding` constructor arguments for the rotary embedding `config` describes."""
     config = _language_model(_as_dict(config))
     parameters = _layer_parameters(config, layer_type)
-    if parameters.get("mrope_section") is not None:
-        raise ValueError(
-            "The config uses multimodal RoPE (`mrope_section`), which `RotaryEmbedding` does not "
-            f"compute. Received: mrope_section={parameters['mrope_section']!r}"
-        )
     given_type = _one(
         "rope_type", {"rope_type": parameters.get("rope_type"), "type": parameters.get("type")}, "default"
     )
@@ -129,7 +134,7 @@ def rotary_arguments(config, layer_type=None):
         )
     rope_type = _RENAMED.get(given_type, given_type)
     for key in _REQUIRED.get(rope_type, ()):
-        if key == "factor" and given_type == "default":
+        if key == "factor" and given_type in ("default", "mrope"):
             continue
         if parameters.get(key) is None:
             raise ValueError(
@@ -176,7 +181,7 @@ def rotary_arguments(config, layer_type=None):
                     f"of a head of {head_dim} (partial_rotary_factor={partial}). "
                     f"Received: len({key})={len(parameters[key])}"
                 )
-    factor = None if given_type == "default" else parameters.get("factor")
+    factor = None if given_type in ("default", "mrope") else parameters.get("factor")
     arguments = {
         "max_wavelength": parameters.get("rope_theta")
         or config.get("rope_theta")
@@ -188,6 +193,16 @@ def rotary_arguments(config, layer_type=None):
         "partial_rotary_factor": float(partial),
         "max_position_embeddings": max_positions,
     }
+    if parameters.get("mrope_section") is not None and sum(parameters["mrope_section"]) != rotating // 2:
+        raise ValueError(
+            f"The config's `mrope_section` must add up to the {rotating // 2} rotating pairs of a head of "
+            f"{head_dim}. Received: mrope_section={parameters['mrope_section']!r}"
+        )
+    if parameters.get("mrope_section") is not None:  # Qwen2-VL, Qwen2.5-VL, Qwen3-VL
+        arguments.update(
+            mrope_section=list(parameters["mrope_section"]),
+            mrope_interleaved=bool(parameters.get("mrope_interleaved", False)),
+        )
     if rope_type in ("yarn", "longrope", "llama3"):
         arguments["original_max_position_embeddings"] = original
     if rope_type == "yarn":

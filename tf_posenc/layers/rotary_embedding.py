@@ -36,6 +36,8 @@ class RotaryEmbeddingMixin:
         long_factor=None,
         max_position_embeddings=None,
         partial_rotary_factor=1.0,
+        mrope_section=None,
+        mrope_interleaved=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -87,6 +89,23 @@ class RotaryEmbeddingMixin:
                 "`partial_rotary_factor` must be in (0, 1]: the fraction of each head that rotates. "
                 f"{_validation.received('partial_rotary_factor', partial_rotary_factor)}"
             )
+        self.mrope_section = _optional(_sections, "mrope_section", mrope_section)
+        if not isinstance(mrope_interleaved, bool):
+            raise ValueError(
+                "`mrope_interleaved` must be a boolean. "
+                f"{_validation.received('mrope_interleaved', mrope_interleaved)}"
+            )
+        self.mrope_interleaved = mrope_interleaved
+        if self.mrope_section is not None and self.rope_type in encoding.EXTENT_DEPENDENT_ROPE_TYPES:
+            raise ValueError(
+                f"`mrope_section` cannot be combined with rope_type={self.rope_type!r}, whose frequencies "
+                "follow each call's extent."
+            )
+        if mrope_interleaved and (self.mrope_section is None or len(self.mrope_section) != 3):
+            raise ValueError(
+                "`mrope_interleaved=True` (Qwen3-VL) needs a `mrope_section` of three sizes (t, h, w). "
+                f"Received: mrope_section={mrope_section!r}"
+            )
         self._factor = self._effective_factor()
         # Applied to the cosines and sines, as keras-hub and transformers do (before their one
         # rounding).
@@ -117,7 +136,24 @@ class RotaryEmbeddingMixin:
     def call(self, inputs, start_index=0, positions=None):
         sequence_axis, feature_axis = self._axes(tuple(inputs.shape))
         self._check_input_dtype(inputs.dtype)
-        where = _positions.resolve(inputs, sequence_axis, _positions.LARGEST, start_index, positions)
+        if self.mrope_section is not None and positions is not None and len(np.shape(positions)) == 3:
+            # M-RoPE: one row of ids per section (t, h, w), each checked as positions are.
+            positions = ops.convert_to_tensor(positions)
+            if positions.shape[0] != len(self.mrope_section):
+                raise ValueError(
+                    f"`positions` for M-RoPE must have shape ({len(self.mrope_section)}, batch, seq_len): "
+                    "one row of ids per entry of `mrope_section`. "
+                    f"Received: positions with shape {positions.shape}"
+                )
+            axes = [
+                _positions.resolve(
+                    inputs, sequence_axis, _positions.LARGEST, start_index, positions[axis]
+                ).values
+                for axis in range(len(self.mrope_section))
+            ]
+            where = _positions.Positions(values=ops.stack(axes))
+        else:
+            where = _positions.resolve(inputs, sequence_axis, _positions.LARGEST, start_index, positions)
         return self._run(inputs, where, kept_axes=(feature_axis,))
 
     def get_config(self):
@@ -143,6 +179,8 @@ class RotaryEmbeddingMixin:
             "long_factor": None if self.long_factor is None else list(self.long_factor),
             "max_position_embeddings": self.max_position_embeddings,
             "partial_rotary_factor": self.partial_rotary_factor,
+            "mrope_section": None if self.mrope_section is None else list(self.mrope_section),
+            "mrope_interleaved": self.mrope_interleaved,
         }
 
     @classmethod
@@ -272,8 +310,47 @@ class RotaryEmbeddingMixin:
         sequence_axis, feature_axis = order[1], order[-1]
         wide = "float64" if self.compute_dtype == "float64" else "float32"
         length = _positions.sequence_length(inputs, sequence_axis)
-        constants = self._call_constants(inputs.shape[feature_axis], positions, length)
+        dim = inputs.shape[feature_axis]
+        if positions.values is not None and len(positions.values.shape) == 3:
+            return self._mrope_rows(dim, positions.values, wide)
+        constants = self._call_constants(dim, positions, length)
         return _rows.rows(positions, length, constants, wide, scale=self.attention_scaling)
+
+    def mrope_axes(self, pairs):
+        """Which id row (t, h, w) turns each of `pairs` feature pairs under M-RoPE: contiguous
+        sections (Qwen2-VL, Qwen2.5-VL), or Qwen3-VL's interleaved assignment (pair `j` takes h
+        where `j % 3 == 1` and `j < 3 * mrope_section[1]`, w where `j % 3 == 2` and
+        `j < 3 * mrope_section[2]`, t elsewhere)."""
+        if not self.mrope_interleaved:
+            return np.repeat(np.arange(len(self.mrope_section)), self.mrope_section)
+        pair = np.arange(pairs)
+        axes = np.zeros(pairs, int)
+        for axis in (1, 2):
+            axes[(pair % 3 == axis) & (pair < 3 * self.mrope_section[axis])] = axis
+        return axes
+
+    def _mrope_rows(self, dim, values, wide):
+        """Rows of M-RoPE ids `values` (`(sections, batch, seq_len)`): each pair's sine and cosine
+        at the id of its section, every section's columns computed once from its own ids."""
+        frequencies = self.frequencies(dim)
+        axes = self.mrope_axes(len(frequencies))
+        sines, cosines, order = [], [], []
+        for axis in range(len(self.mrope_section)):
+            columns = np.flatnonzero(axes == axis)
+            if not len(columns):
+                continue
+            constants = _rows.column_constants(*encoding.rotary_columns(frequencies[columns]))
+            ids = _positions.Positions(values=values[axis])
+            sine, cosine = ops.split(
+                _rows.rows(ids, None, constants, wide, scale=self.attention_scaling), 2, axis=-1
+            )
+            sines.append(sine)
+            cosines.append(cosine)
+            order.append(columns)
+        back = np.argsort(np.concatenate(order)).tolist()
+        return ops.concatenate(
+            [ops.take(ops.concatenate(part, axis=-1), back, axis=-1) for part in (sines, cosines)], axis=-1
+        )
 
     def _combine(self, inputs, rows):
         return rotate(inputs, rows, self.layout, self.compute_dtype, self._order(len(inputs.shape)))
@@ -312,6 +389,12 @@ class RotaryEmbeddingMixin:
                 "`partial_rotary_factor` must leave an even, positive number of rotating features: "
                 f"int({dim} * {self.partial_rotary_factor}) = {width}. Received: "
                 f"partial_rotary_factor={self.partial_rotary_factor} for inputs.shape={shape}"
+            )
+        if self.mrope_section is not None and sum(self.mrope_section) != width // 2:
+            raise ValueError(
+                f"`mrope_section` must add up to the {width // 2} rotating feature pairs. Received: "
+                f"mrope_section={list(self.mrope_section)} (sum {sum(self.mrope_section)}) "
+                f"for inputs.shape={shape}"
             )
         for name in ("short_factor", "long_factor"):
             factors = getattr(self, name)
@@ -370,6 +453,15 @@ def rotate(inputs, rows, layout, compute_dtype, order=None):
 def _optional(check, name, value, *arguments, **options):
     """`check(name, value, ...)`, with `None` let through."""
     return None if value is None else check(name, value, *arguments, **options)
+
+
+def _sections(name, values):
+    """`values` as a tuple of positive Python ints (M-RoPE's section sizes)."""
+    if not isinstance(values, (tuple, list)) or not values:
+        raise ValueError(
+            f"`{name}` must be a list of positive integers. {_validation.received(name, values)}"
+        )
+    return tuple(_validation.positive_int(name, value) for value in values)
 
 
 def _factor_list(name, values):
@@ -493,6 +585,15 @@ class RotaryEmbedding(RotaryEmbeddingMixin, SinusoidLayer):
         long_factor: LongRoPE's per-pair divisors past it. Defaults to `None`.
         max_position_embeddings: Optional integer. The model's context (for `"dynamic_ntk"`,
             and for inferring YaRN's and LongRoPE's `scaling_factor`). Defaults to `None`.
+        mrope_section: Optional list of integers adding up to the rotating pairs: multimodal
+            RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL), where `positions` of shape
+            `(len(mrope_section), batch, seq_len)` give each token one id per axis (t, h, w)
+            and section `a` of the pairs turns by the ids of row `a` (see `mrope_axes` and
+            `tf_posenc.mrope_positions`). Positions of shape `(seq_len,)` or
+            `(batch, seq_len)`, or `start_index`, give every axis the same ids: plain RoPE, as
+            for text. Defaults to `None`.
+        mrope_interleaved: Boolean. Qwen3-VL's interleaved assignment of the pairs to the
+            sections instead of contiguous sections. Defaults to `False`.
         partial_rotary_factor: Number in (0, 1]. The leading fraction of each head's features
             that rotates; the rest pass through (GPT-NeoX's `rotary_pct`, Phi, StableLM), in
             either layout. For `"proportional"`, the fraction of pairs with a non-zero
