@@ -233,6 +233,26 @@ def test_axial_half_layout_is_qwen2_vl_vision_rope():
     assert np.abs(single - exact).max() <= 4 * 2**-24 * np.abs(exact).max()
 
 
+def test_axial_position_scale_is_eva02_vision_rope():
+    # EVA-02's VisionRotaryEmbeddingFast(dim=head_dim // 2, pt_seq_len=16, ft_seq_len=24):
+    # positions arange(24) / 24 * 16 on rows and columns, bands interleaved over the head.
+    head_dim, pt, ft = 64, 16, 24
+    dim = head_dim // 2
+    freqs = 1.0 / 10000 ** (np.arange(0, dim, 2)[: dim // 2] / dim)
+    t = np.arange(ft) / ft * pt
+    rows, columns = np.divmod(np.arange(ft * ft), ft)
+    angles = np.concatenate([np.outer(t[rows], freqs), np.outer(t[columns], freqs)], axis=-1)
+    layer = AxialRotaryEmbedding((dim, dim), layout="interleave", position_scale=pt / ft)
+    x = np.random.default_rng(7).normal(size=(1, ft * ft, 2, head_dim)).astype("float32")
+    cos, sin = np.cos(angles)[None, :, None], np.sin(angles)[None, :, None]
+    even, odd = x[..., 0::2], x[..., 1::2]
+    expected = np.stack([even * cos - odd * sin, odd * cos + even * sin], axis=-1).reshape(x.shape)
+    got = layer(x, positions=grid_positions((ft, ft))).numpy()
+    assert np.abs(got - expected).max() <= 4 * 2**-24 * np.abs(expected).max()
+    with pytest.raises(ValueError, match=r"`position_scale` must be a number, or one per axis"):
+        AxialRotaryEmbedding((8, 8), position_scale=[1.0])
+
+
 def test_axial_positions_per_example_in_graphs_and_errors():
     layer = AxialRotaryEmbedding((8, 8))
     x = np.random.default_rng(2).normal(size=(2, 6, 16)).astype("float32")

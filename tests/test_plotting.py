@@ -5,7 +5,13 @@ import matplotlib
 import numpy as np
 import pytest
 
-from tf_posenc import plot_patch_encoding, plot_positional_encoding, plot_similarity
+from tf_posenc import (
+    plot_axial_angles,
+    plot_patch_encoding,
+    plot_positional_encoding,
+    plot_similarity,
+    plot_video_encoding,
+)
 from tf_posenc.cli import main
 
 matplotlib.use("Agg")
@@ -138,3 +144,32 @@ def test_plot_command_draws_a_patch_grid_and_other_conventions(tmp_path):
     table = tmp_path / "t2t.png"
     assert main(["plot", "--convention", "tensor2tensor", "--d-model", "9", "--out", str(table)]) == 0
     assert grid.read_bytes()[:8] == table.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_grid_plots_lay_values_where_the_patches_sit():
+    wide = plot_patch_encoding((3, 5), 16, columns=[0], base_size=5)
+    # diffusers' positions on a 3 x 5 grid with base_size 5: columns 0..4, rows 0, 5/3, 10/3.
+    np.testing.assert_allclose(
+        np.asarray(wide.axes[0].images[0].get_array()),
+        np.broadcast_to(np.sin(np.arange(5)), (3, 5)),
+        atol=1e-12,
+    )
+    video = plot_video_encoding((5, 3), 4, 32, columns=[0, 8])
+    first_frames = [np.asarray(ax.images[0].get_array()) for ax in video.axes[:4]]
+    # Column 0 is sin(frame): constant over each frame, one value per frame.
+    np.testing.assert_allclose([frame.mean() for frame in first_frames], np.sin(np.arange(4)), atol=1e-12)
+    assert all(frame.shape == (3, 5) and np.ptp(frame) < 1e-12 for frame in first_frames)
+    axial = plot_axial_angles((8, 8), (3, 4), pairs=[0, 4])
+    rows, columns = (np.asarray(ax.images[0].get_array()) for ax in axial.axes[:2])
+    np.testing.assert_allclose(rows, np.broadcast_to(np.arange(3)[:, None] * 1.0, (3, 4)), atol=1e-12)
+    np.testing.assert_allclose(columns, np.broadcast_to(np.arange(4) * 1.0, (3, 4)), atol=1e-12)
+    with pytest.raises(ValueError, match=r"`axes_dim` must have one band per axis of `grid`"):
+        plot_axial_angles((8, 8, 8), (3, 4))
+
+
+def test_plot_command_draws_video_and_axial_grids(tmp_path):
+    video, axial = tmp_path / "video.png", tmp_path / "axial.png"
+    assert main(["plot", "--grid", "4x6", "--frames", "3", "--d-model", "32", "--out", str(video)]) == 0
+    assert main(["plot", "--grid", "8x8", "--axial", "16,16", "--out", str(axial)]) == 0
+    assert video.read_bytes()[:8] == axial.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["plot", "--axial", "16,16", "--out", str(axial)]) == 1  # needs --grid

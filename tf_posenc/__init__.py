@@ -49,7 +49,13 @@ from tf_posenc.packing import (
     positions_from_segment_ids,
     segment_attention_mask,
 )
-from tf_posenc.plotting import plot_patch_encoding, plot_positional_encoding, plot_similarity
+from tf_posenc.plotting import (
+    plot_axial_angles,
+    plot_patch_encoding,
+    plot_positional_encoding,
+    plot_similarity,
+    plot_video_encoding,
+)
 
 __all__ = [
     "__version__",
@@ -65,9 +71,11 @@ __all__ = [
     "get_angles",
     "grid_positions",
     "mrope_positions",
+    "plot_axial_angles",
     "plot_patch_encoding",
     "plot_positional_encoding",
     "plot_similarity",
+    "plot_video_encoding",
     "positional_encoding",
     "positions_from_mask",
     "positions_from_segment_ids",

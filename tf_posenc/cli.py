@@ -1,4 +1,4 @@
-"""`python -m tf_posenc`: the word-order demo (`demo`) and the heatmap (`plot`)."""
+"""`python -m tf_posenc`: the word-order demo (`demo`) and the plots (`plot`)."""
 
 import argparse
 import json
@@ -37,12 +37,50 @@ def _wavelength(text):
     return int(value) if value.is_integer() else value
 
 
+def _grid(text):
+    """`14` (a square grid) or `16x24` (height x width)."""
+    try:
+        sizes = tuple(int(part) for part in text.lower().split("x"))
+    except ValueError:
+        sizes = ()
+    if len(sizes) not in (1, 2) or min(sizes) <= 0:
+        raise argparse.ArgumentTypeError(f"expected N or HxW with positive integers, received {text!r}")
+    return sizes * 2 if len(sizes) == 1 else sizes
+
+
+def _widths(text):
+    try:
+        widths = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        widths = ()
+    if not widths or min(widths) <= 0:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, received {text!r}")
+    return widths
+
+
 def _run_plot(args):
     try:
-        from tf_posenc.plotting import plot_patch_encoding, plot_positional_encoding
+        from tf_posenc.plotting import (
+            plot_axial_angles,
+            plot_patch_encoding,
+            plot_positional_encoding,
+            plot_video_encoding,
+        )
 
-        if args.grid:
-            figure = plot_patch_encoding(args.grid, args.d_model)
+        if (args.frames or args.axial) and not args.grid:
+            raise ValueError("--frames and --axial draw on a patch grid: give --grid too")
+        if args.axial:
+            figure = plot_axial_angles(args.axial, args.grid, max_wavelength=args.max_wavelength)
+        elif args.frames:
+            height, width = args.grid
+            figure = plot_video_encoding((width, height), args.frames, args.d_model)
+        elif args.grid:
+            figure = plot_patch_encoding(
+                args.grid,
+                args.d_model,
+                base_size=args.base_size,
+                interpolation_scale=args.interpolation_scale,
+            )
         else:
             figure = plot_positional_encoding(
                 args.position,
@@ -115,10 +153,32 @@ def build_parser():
     )
     plot.add_argument(
         "--grid",
+        type=_grid,
+        default=None,
+        help="draw the 2-D patch encoding on a patch grid instead: N (N x N) or HxW "
+        "(a few columns of it; --d-model must be a multiple of 4)",
+    )
+    plot.add_argument(
+        "--base-size", type=float, default=None, help="with --grid: diffusers' base_size (PixArt-alpha, SD3)"
+    )
+    plot.add_argument(
+        "--interpolation-scale",
+        type=float,
+        default=1.0,
+        help="with --grid: divides the positions (default: 1)",
+    )
+    plot.add_argument(
+        "--frames",
         type=_positive_int,
         default=None,
-        help="draw MAE's 2-D patch encoding on a GRID x GRID patch grid instead "
-        "(a few columns of it; --d-model must be a multiple of 4)",
+        help="with --grid: draw the 3-D video encoding (CogVideoX) of FRAMES frames, frame by frame "
+        "(--d-model must be a multiple of 16)",
+    )
+    plot.add_argument(
+        "--axial",
+        type=_widths,
+        default=None,
+        help="with --grid: draw the angles of AxialRotaryEmbedding with these band widths, e.g. 32,32",
     )
     plot.add_argument(
         "--max-wavelength",

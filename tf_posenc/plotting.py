@@ -122,19 +122,49 @@ def plot_similarity(position, d_model, ax=None, max_wavelength=10000, reference_
     return figure
 
 
-def plot_patch_encoding(grid_size, d_model, columns=None, cmap="RdBu"):
-    """Draws columns of MAE's 2-D patch encoding (`sincos_2d`) on the patch grid.
+def _grid_panels(panels, titles, shape, cmap, vmin, vmax, label):
+    """Rows of images on a patch grid: `panels[r][c]` drawn with `titles[r][c]`."""
+    rows, columns = len(panels), len(panels[0])
+    figure, axes = _pyplot().subplots(
+        rows, columns, figsize=(3 * columns, 3.2 * rows), layout="constrained", squeeze=False
+    )
+    for row in range(rows):
+        for column in range(columns):
+            ax = axes[row][column]
+            image = ax.imshow(panels[row][column].reshape(shape), cmap=cmap, vmin=vmin, vmax=vmax)
+            ax.set_title(titles[row][column])
+            ax.set_xlabel("patch column")
+            ax.set_ylabel("patch row")
+    figure.colorbar(image, ax=list(axes.ravel()), shrink=0.8, label=label)
+    return figure
+
+
+def _checked_columns(columns, width):
+    for column in columns:
+        if not 0 <= column < width:
+            raise ValueError(
+                f"Every entry of `columns` must be in [0, d_model). Received: columns={list(columns)} "
+                f"with d_model={width}"
+            )
+
+
+def plot_patch_encoding(
+    grid_size, d_model, columns=None, cmap="RdBu", *, base_size=None, interpolation_scale=1.0
+):
+    """Draws columns of the 2-D patch encoding (`sincos_2d`) on the patch grid.
 
     Each panel is one column of the table, its value at every patch laid out where the patch
     sits in the image: columns of the first half change along the image's columns, columns of
     the second half along its rows.
 
     Args:
-        grid_size: Integer. Patches per side.
+        grid_size: Integer (a square grid) or `(height, width)`.
         d_model: Integer, a multiple of 4. Width of the table.
         columns: Columns to draw. Defaults to the first column of each quarter (the fastest
             sine and cosine of each axis).
         cmap: A matplotlib colormap name. Defaults to `"RdBu"`.
+        base_size: Optional number, diffusers' `base_size` (see `sincos_2d`).
+        interpolation_scale: Positive number dividing the positions. Defaults to `1.0`.
 
     Returns:
         The matplotlib `Figure` holding the panels.
@@ -145,22 +175,97 @@ def plot_patch_encoding(grid_size, d_model, columns=None, cmap="RdBu"):
     >>> [ax.get_title() for ax in figure.axes[:4]]
     ['column 0', 'column 16', 'column 32', 'column 48']
     """
-    table = encoding.sincos_2d(d_model, grid_size)
-    if columns is None:
-        columns = [quarter * (d_model // 4) for quarter in range(4)]
-    for column in columns:
-        if not 0 <= column < d_model:
-            raise ValueError(
-                f"Every entry of `columns` must be in [0, d_model). Received: columns={list(columns)} "
-                f"with d_model={d_model}"
-            )
-    figure, axes = _pyplot().subplots(
-        1, len(columns), figsize=(3 * len(columns), 3.2), layout="constrained", squeeze=False
+    table = encoding.sincos_2d(
+        d_model, grid_size, base_size=base_size, interpolation_scale=interpolation_scale
     )
-    for ax, column in zip(axes[0], columns, strict=True):
-        image = ax.imshow(table[:, column].reshape(grid_size, grid_size), cmap=cmap, vmin=-1, vmax=1)
-        ax.set_title(f"column {column}")
-        ax.set_xlabel("patch column")
-        ax.set_ylabel("patch row")
-    figure.colorbar(image, ax=list(axes[0]), shrink=0.8)
-    return figure
+    columns = [quarter * (d_model // 4) for quarter in range(4)] if columns is None else list(columns)
+    _checked_columns(columns, d_model)
+    shape = encoding.grid_shape("grid_size", grid_size, 2)
+    return _grid_panels(
+        [[table[:, column] for column in columns]],
+        [[f"column {c}" for c in columns]],
+        shape,
+        cmap,
+        -1,
+        1,
+        "value",
+    )
+
+
+def plot_video_encoding(spatial_size, temporal_size, d_model, columns=None, frames=None, cmap="RdBu"):
+    """Draws columns of the 3-D video encoding (`sincos_3d`) on the patch grid, frame by frame.
+
+    One row of panels per column, one panel per frame: the frame quarter of the width is
+    constant over each frame and changes from frame to frame; the column and row bands change
+    across the frame and repeat in every frame.
+
+    Args:
+        spatial_size: Integer or `(width, height)` (diffusers' order, as in `sincos_3d`).
+        temporal_size: Integer. Frames.
+        d_model: Integer, a multiple of 16.
+        columns: Columns to draw. Defaults to the fastest sine of the frame, column and row
+            bands: `0`, `d_model // 4` and `5 * d_model // 8`.
+        frames: Frames to draw. Defaults to the first four.
+        cmap: A matplotlib colormap name. Defaults to `"RdBu"`.
+
+    Returns:
+        The matplotlib `Figure` holding the panels.
+
+    Example:
+
+    >>> figure = plot_video_encoding((6, 4), 3, 32)
+    >>> [ax.get_title() for ax in figure.axes[:3]]
+    ['column 0, frame 0', 'column 0, frame 1', 'column 0, frame 2']
+    """
+    table = encoding.sincos_3d(d_model, spatial_size, temporal_size)
+    columns = [0, d_model // 4, 5 * d_model // 8] if columns is None else list(columns)
+    _checked_columns(columns, d_model)
+    frames = list(range(min(temporal_size, 4))) if frames is None else list(frames)
+    width, height = encoding.grid_shape("spatial_size", spatial_size, 2)
+    panels = [[table[frame, :, column] for frame in frames] for column in columns]
+    titles = [[f"column {column}, frame {frame}" for frame in frames] for column in columns]
+    return _grid_panels(panels, titles, (height, width), cmap, -1, 1, "value")
+
+
+def plot_axial_angles(axes_dim, grid, pairs=None, max_wavelength=10000, cmap="twilight"):
+    """Draws the rotation angles of `AxialRotaryEmbedding` over a grid of patches.
+
+    Each panel is one feature pair: the angle (mod 2 pi) it turns by at every patch. A pair
+    of an axis's band changes along that axis only, fastest for the band's first pair.
+
+    Args:
+        axes_dim: The layer's `axes_dim`, one band per axis of `grid`.
+        grid: `(height, width)`, or FLUX's `(1, height, width)`, as for `grid_positions`.
+        pairs: Pairs to draw. Defaults to the first two pairs of each band.
+        max_wavelength: Number. Defaults to `10000`.
+        cmap: A cyclic matplotlib colormap name. Defaults to `"twilight"`.
+
+    Returns:
+        The matplotlib `Figure` holding the panels.
+
+    Example:
+
+    >>> figure = plot_axial_angles((16, 16), (8, 8))
+    >>> [ax.get_title() for ax in figure.axes[:4]]
+    ['pair 0 (axis 0)', 'pair 1 (axis 0)', 'pair 8 (axis 1)', 'pair 9 (axis 1)']
+    """
+    if len(grid) == 3 and grid[0] != 1 or len(grid) not in (2, 3):
+        raise ValueError(f"`grid` must be (height, width) or (1, height, width). Received: grid={list(grid)}")
+    if len(axes_dim) != len(grid):
+        raise ValueError(
+            f"`axes_dim` must have one band per axis of `grid`. Received: axes_dim={list(axes_dim)}, "
+            f"grid={list(grid)}"
+        )
+    ids = encoding.grid_positions(grid)
+    frequencies = np.concatenate([encoding.rotary_frequencies(width, max_wavelength) for width in axes_dim])
+    bands = np.repeat(np.arange(len(axes_dim)), [width // 2 for width in axes_dim])
+    starts = np.cumsum([0, *[width // 2 for width in axes_dim]])[:-1]
+    pairs = [start + offset for start in starts for offset in (0, 1)] if pairs is None else list(pairs)
+    for pair in pairs:
+        if not 0 <= pair < len(frequencies):
+            raise ValueError(
+                f"Every entry of `pairs` must be in [0, {len(frequencies)}). Received: pairs={pairs}"
+            )
+    angles = [np.mod(ids[:, bands[pair]] * frequencies[pair], 2 * np.pi) for pair in pairs]
+    titles = [f"pair {pair} (axis {bands[pair]})" for pair in pairs]
+    return _grid_panels([angles], [titles], tuple(grid[-2:]), cmap, 0, 2 * np.pi, "angle (rad)")

@@ -12,7 +12,7 @@ class AxialRotaryEmbeddingMixin:
 
     inputs_hint = "queries or keys"
 
-    def __init__(self, axes_dim, max_wavelength=10000, layout="interleave", **kwargs):
+    def __init__(self, axes_dim, max_wavelength=10000, layout="interleave", position_scale=1.0, **kwargs):
         super().__init__(**kwargs)
         if not isinstance(axes_dim, (tuple, list)) or not axes_dim:
             raise ValueError(
@@ -28,12 +28,31 @@ class AxialRotaryEmbeddingMixin:
         self.axes_dim = tuple(int(width) for width in axes_dim)
         self.max_wavelength = _validation.wavelength("max_wavelength", max_wavelength)
         self.layout = _validation.one_of("layout", layout, ROTARY_LAYOUTS)
-        self._axis_constants = tuple(
-            _rows.column_constants(
-                *encoding.rotary_columns(encoding.rotary_frequencies(width, max_wavelength))
-            )
-            for width in self.axes_dim
+        scales = (
+            position_scale if isinstance(position_scale, (tuple, list)) else [position_scale] * len(axes_dim)
         )
+        if len(scales) != len(self.axes_dim):
+            raise ValueError(
+                "`position_scale` must be a number, or one per axis of `axes_dim`. "
+                f"{_validation.received('position_scale', position_scale)}"
+            )
+        self._scales = tuple(
+            _validation.number_at_least("position_scale", scale, 0, strict=True) for scale in scales
+        )
+        self.position_scale = (
+            list(position_scale) if isinstance(position_scale, (tuple, list)) else position_scale
+        )
+        # An id `n` at scale `s` is the integer position `n` at frequency `w * s`: exact.
+        self._axis_constants = tuple(
+            _rows.column_constants(*encoding.rotary_columns(frequencies))
+            for frequencies in self._axis_frequencies()
+        )
+
+    def _axis_frequencies(self):
+        return [
+            encoding.rotary_frequencies(width, self.max_wavelength) * scale
+            for width, scale in zip(self.axes_dim, self._scales, strict=True)
+        ]
 
     def call(self, inputs, positions):
         self._output_shape(tuple(inputs.shape))
@@ -63,10 +82,9 @@ class AxialRotaryEmbeddingMixin:
         return rotate(inputs, rows, self.layout, self.compute_dtype)
 
     def frequencies(self):
-        """The float64 angular frequency of every feature pair, axis after axis."""
-        return np.concatenate(
-            [encoding.rotary_frequencies(width, self.max_wavelength) for width in self.axes_dim]
-        )
+        """The float64 angular frequency of every feature pair, axis after axis (times its
+        axis's `position_scale`)."""
+        return np.concatenate(self._axis_frequencies())
 
     def get_config(self):
         return {
@@ -74,6 +92,7 @@ class AxialRotaryEmbeddingMixin:
             "axes_dim": list(self.axes_dim),
             "max_wavelength": self.max_wavelength,
             "layout": self.layout,
+            "position_scale": self.position_scale,
         }
 
     def _output_shape(self, shape):
@@ -93,7 +112,8 @@ class AxialRotaryEmbedding(AxialRotaryEmbeddingMixin, SinusoidLayer):
     the position id `positions[..., a]` with the RoPE frequencies of its own width
     `axes_dim[a]` (`max_wavelength ** (-2j / axes_dim[a])`). This is FLUX's `EmbedND`
     (`axes_dim=(16, 56, 56)` over (text, row, column) ids, interleaved pairs), a 2-D vision
-    RoPE such as Qwen2-VL's vision tower (row and column bands, `layout="half"`), and video
+    RoPE such as Qwen2-VL's vision tower (row and column bands, `layout="half"`) or EVA-02's
+    (row and column bands, interleaved, `position_scale=pt_seq_len / ft_seq_len`), and video
     (frame, row, column) splits. Cosines and sines come from the exact route; the rotation is
     float32 (float64 under a float64 policy), rounded once.
 
@@ -101,8 +121,11 @@ class AxialRotaryEmbedding(AxialRotaryEmbeddingMixin, SinusoidLayer):
         axes_dim: List of even integers: the feature width of each axis's band.
         max_wavelength: Number greater than 1 (diffusers' and transformers' `theta`).
             Defaults to `10000`.
-        layout: `"interleave"` (pairs `2j, 2j + 1`: FLUX) or `"half"` (`j, j + dim/2`:
+        layout: `"interleave"` (pairs `2j, 2j + 1`: FLUX, EVA-02) or `"half"` (`j, j + dim/2`:
             Qwen2-VL's vision RoPE), over the whole head. Defaults to `"interleave"`.
+        position_scale: Positive number, or one per axis: each axis's ids are multiplied by
+            it (EVA-02's `pt_seq_len / ft_seq_len`, for a grid finer than the pretraining one).
+            Defaults to `1.0`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
