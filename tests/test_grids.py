@@ -96,7 +96,7 @@ def test_sincos_2d_is_diffusers_on_any_grid(grid, base_size, scale):
     np.testing.assert_allclose(sincos_2d(64, 5), diffusers_2d(64, (5, 5), base_size=5), atol=1e-12)
 
 
-@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16"])
 @pytest.mark.parametrize(
     "grid_size, base_size, scale, shape",
     [((4, 6), 16, 2.0, (2, 24, 64)), ((4, 6), 16, 2.0, (2, 4, 6, 64)), (None, None, 0.5, (2, 9, 3, 64)),
@@ -154,7 +154,7 @@ def test_bad_patch_arguments_are_clear_errors(kwargs, shape, message):
         PatchPositionalEncoding(**kwargs)(np.zeros(shape or (1, 16, 16), "float32"))
 
 
-@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16"])
 def test_video_layer_is_diffusers_3d_table(policy):
     expected = diffusers_3d(64, (6, 4), 3, spatial_scale=1.875)
     np.testing.assert_allclose(
@@ -253,6 +253,23 @@ def test_axial_position_scale_is_eva02_vision_rope():
         AxialRotaryEmbedding((8, 8), position_scale=[1.0])
 
 
+def test_axial_scores_depend_only_on_per_axis_differences():
+    layer = AxialRotaryEmbedding((16, 24, 24))
+    rng = np.random.default_rng(8)
+    q, k = (rng.normal(size=(1, 1, 64)).astype("float32") for _ in range(2))
+
+    def score(query_ids, key_ids):
+        rotated_q = layer(q, positions=np.array([query_ids])).numpy().astype(np.float64)
+        rotated_k = layer(k, positions=np.array([key_ids])).numpy().astype(np.float64)
+        return float(np.sum(rotated_q * rotated_k))
+
+    near = score((0, 3, 5), (1, 7, 2))
+    for shift in ((10, 0, 0), (0, 1000, 0), (5, 70000, 2**20)):
+        far = score(np.add((0, 3, 5), shift), np.add((1, 7, 2), shift))
+        # Each output within a few float32 units: the sums agree to their rounding.
+        assert far == pytest.approx(near, abs=float(64 * 2**-24 * np.abs(q).sum() * np.abs(k).max()))
+
+
 def test_axial_positions_per_example_in_graphs_and_errors():
     layer = AxialRotaryEmbedding((8, 8))
     x = np.random.default_rng(2).normal(size=(2, 6, 16)).astype("float32")
@@ -290,11 +307,19 @@ def test_grid_layers_export_to_litert_and_onnx(tmp_path):
     import tf2onnx
     from ai_edge_litert.interpreter import Interpreter
 
-    # A grid read when the model runs, and axial ids given as a model input.
+    # A grid read when the model runs, axial ids given as a model input, a video table and
+    # M-RoPE ids (batch first in the model's input, as Keras wants it).
     queries, ids = keras.Input((None, None, 16)), keras.Input((None, 2), dtype="int32")
     encoded = PatchPositionalEncoding(None, 16)(queries)
-    rotated = AxialRotaryEmbedding((8, 8))(keras.layers.Reshape((-1, 1, 16))(encoded), positions=ids)
-    model = keras.Model([queries, ids], rotated)
+    tokens = keras.layers.Reshape((-1, 1, 16))(encoded)
+    rotated = AxialRotaryEmbedding((8, 8))(tokens, positions=ids)
+    video = VideoPositionalEncoding((5, 3), 1, 16)(keras.layers.Reshape((1, 3, 5, 16))(rotated))
+    mrope_ids = keras.ops.stack(
+        [keras.ops.zeros_like(ids[..., 0]), ids[..., 0], ids[..., 1]]
+    )  # (3, batch, seq)
+    mrope = RotaryEmbedding(mrope_section=[2, 3, 3])(tokens, positions=mrope_ids)
+    outputs = keras.ops.concatenate([keras.layers.Reshape((-1, 1, 16))(video), mrope], axis=-1)
+    model = keras.Model([queries, ids], outputs)
     x = np.random.default_rng(3).normal(size=(2, 3, 5, 16)).astype("float32")
     grid = np.repeat(grid_positions((3, 5))[None], 2, axis=0)
     expected = model.predict([x, grid], verbose=0)

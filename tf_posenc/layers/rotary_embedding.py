@@ -136,7 +136,8 @@ class RotaryEmbeddingMixin:
     def call(self, inputs, start_index=0, positions=None):
         sequence_axis, feature_axis = self._axes(tuple(inputs.shape))
         self._check_input_dtype(inputs.dtype)
-        if self.mrope_section is not None and positions is not None and len(np.shape(positions)) == 3:
+        rank = None if positions is None else len(getattr(positions, "shape", np.shape(positions)))
+        if self.mrope_section is not None and rank == 3:
             # M-RoPE: one row of ids per section (t, h, w), each checked as positions are.
             positions = ops.convert_to_tensor(positions)
             if positions.shape[0] != len(self.mrope_section):
