@@ -74,12 +74,6 @@ CASES = {
         rng.normal(size=(2, 5, 16)).astype("float32"),
         {"start_index": 70000},
     ),
-    "rotary-proportional": (
-        "RotaryEmbedding",
-        {"rope_type": "proportional", "partial_rotary_factor": 0.25, "layout": "interleave"},
-        rng.normal(size=(2, 3, 2, 16)).astype("float32"),
-        {"start_index": 5},
-    ),
     "rotary-mrope-interleaved": (
         "RotaryEmbedding",
         {"mrope_section": [2, 1, 1], "mrope_interleaved": True},

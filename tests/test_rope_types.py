@@ -489,7 +489,11 @@ def test_factor_lists_must_fit_the_head_when_it_is_known():
     layer(np.zeros((1, 3, 8), "float32"))  # 4 pairs: fits
 
 
-@pytest.mark.parametrize("name, layer_type", FAMILIES, ids=FAMILY_IDS)
+# One family of each rope type (and the partial, interleaved and per-layer-type readings).
+SAVED_FAMILIES = [FAMILIES[i] for i in (0, 4, 7, 10, 13)]
+
+
+@pytest.mark.parametrize("name, layer_type", SAVED_FAMILIES, ids=[FAMILY_IDS[i] for i in (0, 4, 7, 10, 13)])
 def test_each_family_round_trips_through_its_config_and_a_keras_file(name, layer_type, tmp_path):
     layer = family_layer(name, layer_type, name="rope")
     config = layer.get_config()
