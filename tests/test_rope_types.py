@@ -593,9 +593,7 @@ def exported_expectations(q, p):
 @pytest.mark.slow
 def test_rope_types_export_to_saved_model_litert_and_onnx(tmp_path):
     # The converters are the test extra's; the rest of this file also runs at the floors.
-    import onnxruntime
-    import tf2onnx
-    from ai_edge_litert.interpreter import Interpreter
+    from test_runtimes import to_onnx_with_positions, to_tflite_with_positions
 
     # The longrope layer (pretraining context 8) switches inside each graph: the length-12
     # batch and the positions reaching 20 take the long factors, the length-5 batch the short.
@@ -612,26 +610,12 @@ def test_rope_types_export_to_saved_model_litert_and_onnx(tmp_path):
     run_python(SERVE_WITHOUT_TF_POSENC, tmp_path)
     served = np.load(tmp_path / "served.npz")
 
-    converter = tf.lite.TFLiteConverter.from_saved_model(str(tmp_path / "exported"))
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    interpreter = Interpreter(model_content=converter.convert())
+    litert = to_tflite_with_positions(model, tmp_path, exported=tmp_path / "exported")
     specs = [tf.TensorSpec((None, None, 2, 16), tf.float32), tf.TensorSpec((None, None), tf.int32)]
-    function = tf.function(lambda q, p: model([q, p]), input_signature=specs)
-    proto, _ = tf2onnx.convert.from_function(function, input_signature=specs, opset=17)
-    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    onnx = to_onnx_with_positions(model, specs)
 
     for length, (q, p, exact) in cases.items():
         bound = 4 * rounding_floor(exact, "float32")
         assert np.abs(served[f"out{length}"] - exact).max() <= bound
-        inputs = {detail["dtype"]: detail["index"] for detail in interpreter.get_input_details()}
-        for dtype, data in ((np.float32, q), (np.int32, p)):
-            interpreter.resize_tensor_input(inputs[dtype], data.shape)
-        interpreter.allocate_tensors()
-        for dtype, data in ((np.float32, q), (np.int32, p)):
-            interpreter.set_tensor(inputs[dtype], data)
-        interpreter.invoke()
-        litert = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
-        assert np.abs(litert - exact).max() <= bound
-        names = [given.name for given in session.get_inputs()]
-        onnx = session.run(None, dict(zip(names, (q, p), strict=True)))[0]
-        assert np.abs(onnx - exact).max() <= bound
+        assert np.abs(litert(q, p) - exact).max() <= bound
+        assert np.abs(onnx(q, p) - exact).max() <= bound

@@ -6,15 +6,12 @@ import pathlib
 import keras
 import keras_hub
 import numpy as np
-import onnxruntime
 import pytest
 import tensorflow as tf
-import tf2onnx
-from ai_edge_litert.interpreter import Interpreter
 from helpers import MaskProbe, run_python
 from layer_checks import run_layer_checks
 from reference import keras_hub_yarn_frequencies, reference_rotation, rope_frequencies
-from test_runtimes import to_onnx, to_tflite
+from test_runtimes import to_onnx, to_onnx_with_positions, to_tflite, to_tflite_with_positions
 
 from tf_posenc import RotaryEmbedding, positions_from_mask, shift_matrix
 
@@ -286,26 +283,9 @@ def test_positions_given_as_a_model_input_convert_to_litert_builtins_and_onnx(tm
     exact = reference_rotation(x, given, rope_frequencies(8))
     bound = 4 * rounding_floor(exact, "float32")
 
-    model.export(str(tmp_path / "exported"), verbose=False)
-    converter = tf.lite.TFLiteConverter.from_saved_model(str(tmp_path / "exported"))
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    interpreter = Interpreter(model_content=converter.convert())
-    inputs = {detail["dtype"]: detail["index"] for detail in interpreter.get_input_details()}
-    for dtype, data in ((np.float32, x), (np.int32, given)):
-        interpreter.resize_tensor_input(inputs[dtype], data.shape)
-    interpreter.allocate_tensors()
-    for dtype, data in ((np.float32, x), (np.int32, given)):
-        interpreter.set_tensor(inputs[dtype], data)
-    interpreter.invoke()
-    rotated = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
-    assert np.abs(rotated - exact).max() <= bound
-
+    assert np.abs(to_tflite_with_positions(model, tmp_path)(x, given) - exact).max() <= bound
     specs = [tf.TensorSpec((None, None, 2, 8), tf.float32), tf.TensorSpec((None, None), tf.int32)]
-    function = tf.function(lambda q, p: model([q, p]), input_signature=specs)
-    proto, _ = tf2onnx.convert.from_function(function, input_signature=specs, opset=17)
-    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
-    names = [given_input.name for given_input in session.get_inputs()]
-    assert np.abs(session.run(None, dict(zip(names, (x, given), strict=True)))[0] - exact).max() <= bound
+    assert np.abs(to_onnx_with_positions(model, specs)(x, given) - exact).max() <= bound
 
 
 def test_yarn_scale_is_float64_under_a_float64_policy():

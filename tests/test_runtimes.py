@@ -132,6 +132,41 @@ def to_onnx(model, input_spec):
     return lambda data: session.run(None, {name: data})[0]
 
 
+def to_tflite_with_positions(model, folder, exported=None):
+    """`model`, whose inputs are one float32 and one int32 tensor (features and positions),
+    converted from its SavedModel (`exported`, or exported into `folder`) to TensorFlow Lite
+    builtins: a function of the two arrays (matched to the interpreter's inputs by dtype)
+    returning the first output."""
+    if exported is None:
+        exported = str(folder / "for_litert")
+        model.export(exported, verbose=False)
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(exported))
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    interpreter = Interpreter(model_content=converter.convert())
+    inputs = {detail["dtype"]: detail["index"] for detail in interpreter.get_input_details()}
+    produced = interpreter.get_output_details()[0]["index"]
+
+    def run(*arrays):
+        for data in arrays:
+            interpreter.resize_tensor_input(inputs[data.dtype.type], data.shape)
+        interpreter.allocate_tensors()
+        for data in arrays:
+            interpreter.set_tensor(inputs[data.dtype.type], data)
+        interpreter.invoke()
+        return interpreter.get_tensor(produced)
+
+    return run
+
+
+def to_onnx_with_positions(model, specs):
+    """`model` of several inputs converted to ONNX: a function of the input arrays, in order."""
+    function = tf.function(lambda *inputs: model(list(inputs)), input_signature=specs)
+    proto, _ = tf2onnx.convert.from_function(function, input_signature=specs, opset=17)
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [given.name for given in session.get_inputs()]
+    return lambda *arrays: session.run(None, dict(zip(names, arrays, strict=True)))[0]
+
+
 def encoding_model(position, d_model, layout="interleave"):
     inputs = keras.Input((None, d_model))
     return keras.Model(inputs, PositionalEncoding(position, d_model, layout=layout)(inputs))
