@@ -221,9 +221,15 @@ class _Pieces:
             setattr(mapped, name, function(value))
         return mapped
 
-    def split(self, width):
-        """The pieces of the first `width` columns, and of the others."""
-        return self.map(lambda value: value[..., :width]), self.map(lambda value: value[..., width:])
+    def split(self):
+        """The pieces of the first half of the columns, and of the second half (one split per
+        piece: a graph runs one operation for both halves)."""
+        halves = {name: ops.split(value, 2, axis=-1) for name, value in vars(self).items()}
+        first, second = object.__new__(_Pieces), object.__new__(_Pieces)
+        for name, (head, rest) in halves.items():
+            setattr(first, name, head)
+            setattr(second, name, rest)
+        return first, second
 
     def take(self, indices):
         """The pieces of the rows at `indices` along the first axis."""
@@ -244,7 +250,7 @@ def _sine_cosine_pieces(positions, constants, with_offsets=True):
             ops.concatenate([hi, hi + _QUARTER_TURN], axis=-1) % _DIGIT, ops.concatenate([mid, mid], axis=-1)
         )
     )
-    return both.split(constants.width)
+    return both.split()
 
 
 def _combine(sine_a, cosine_a, sine_b, cosine_b, dtype, scale=1.0):
@@ -319,7 +325,8 @@ def _contiguous_rows(start, length, constants, dtype, scale=1.0):
     else:  # enough blocks for any skip: the grid keeps a static shape (JAX)
         blocks = (length + 2 * _STEP - 2) // _STEP
     block_starts = (start - skip) + ops.arange(blocks, dtype="int32") * _STEP
-    block = [pieces.expand(1) for pieces in _sine_cosine_pieces(block_starts, constants)]
+    # Blocks down the first axis, steps along the second: the pieces broadcast to the grid.
+    block = _sine_cosine_pieces(ops.expand_dims(block_starts, 1), constants)
     steps = [pieces.expand(0) for pieces in _step_pieces(constants)]
     rows = ops.reshape(_combine(*block, *steps, dtype, scale), (-1, constants.width))
     if isinstance(skip, int):
