@@ -6,6 +6,13 @@ from tf_posenc import _rows, encoding
 from tf_posenc._positions import Positions
 
 
+def sizes_of(inputs, axes):
+    """The sizes of `axes` of `inputs`: Python ints where known, else scalar tensors."""
+    return tuple(
+        inputs.shape[axis] if inputs.shape[axis] is not None else ops.shape(inputs)[axis] for axis in axes
+    )
+
+
 def axis_constants(width, scale):
     """The route's constants of one axis's `width` columns at position scale `scale`."""
     return _rows.column_constants(*encoding.grid_columns(width, scale))

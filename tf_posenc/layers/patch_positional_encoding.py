@@ -42,10 +42,7 @@ class PatchPositionalEncodingMixin:
         return self._run(self._checked_inputs(inputs), kept_axes=kept_axes)
 
     def _rows_for(self, inputs, _):
-        grid = self._grid or tuple(
-            size if size is not None else ops.shape(inputs)[axis]
-            for axis, size in ((1, inputs.shape[1]), (2, inputs.shape[2]))
-        )
+        grid = self._grid or _grid.sizes_of(inputs, (1, 2))
         if self.base_size is not None and not all(isinstance(size, int) for size in grid):
             raise ValueError(
                 "With `base_size`, the positions depend on the grid's size, which must be known when "

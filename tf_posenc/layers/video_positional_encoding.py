@@ -57,10 +57,7 @@ class VideoPositionalEncodingMixin:
         return self._run(self._checked_inputs(inputs), kept_axes=kept_axes)
 
     def _rows_for(self, inputs, _):
-        grid = self._grid or tuple(
-            inputs.shape[axis] if inputs.shape[axis] is not None else ops.shape(inputs)[axis]
-            for axis in (1, 2, 3)
-        )
+        grid = self._grid or _grid.sizes_of(inputs, (1, 2, 3))
         table = _grid.grid_table(grid, self._parts, self.compute_dtype)
         return table if len(inputs.shape) == 5 else ops.reshape(table, (-1, self.d_model))
 
