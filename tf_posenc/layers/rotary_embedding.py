@@ -418,6 +418,9 @@ def rotate(inputs, rows, layout, compute_dtype, order=None):
     """
     rank = len(inputs.shape)
     order = order or list(range(rank))
+    for _ in range(rank - 3):  # between the sequence and the features
+        # expand_dims, not [..., None, :]: TensorFlow Lite has no builtin for that slice.
+        rows = ops.expand_dims(rows, -2)
     # Per feature: its pair's cosine, and its pair's sine with the sign the rotation gives
     # it; arranged on the small table, so the inputs see one multiply-add.
     sine, cosine = ops.split(rows, 2, axis=-1)
@@ -427,9 +430,6 @@ def rotate(inputs, rows, layout, compute_dtype, order=None):
     else:
         cosine = ops.reshape(ops.stack([cosine, cosine], axis=-1), ops.shape(rows))
         signed_sine = ops.reshape(ops.stack([-sine, sine], axis=-1), ops.shape(rows))
-    for _ in range(rank - 3):  # between the sequence and the features
-        # expand_dims, not [..., None, :]: TensorFlow Lite has no builtin for that slice.
-        cosine, signed_sine = ops.expand_dims(cosine, -2), ops.expand_dims(signed_sine, -2)
     x = ops.cast(ops.cast(inputs, compute_dtype), rows.dtype)
     if order != list(range(rank)):
         x = ops.transpose(x, order)
