@@ -26,6 +26,7 @@ _TRANSFORMERS_TYPES = (
     "su",
     "mrope",
 )
+_UNSCALED = ("default", "mrope")  # transformers' types that take no `factor`
 _LAYER_TYPES = ("full_attention", "sliding_attention")
 _REQUIRED = {
     "linear": ("factor",),
@@ -134,7 +135,7 @@ def rotary_arguments(config, layer_type=None):
         )
     rope_type = _RENAMED.get(given_type, given_type)
     for key in _REQUIRED.get(rope_type, ()):
-        if key == "factor" and given_type in ("default", "mrope"):
+        if key == "factor" and given_type in _UNSCALED:
             continue
         if parameters.get(key) is None:
             raise ValueError(
@@ -181,7 +182,7 @@ def rotary_arguments(config, layer_type=None):
                     f"of a head of {head_dim} (partial_rotary_factor={partial}). "
                     f"Received: len({key})={len(parameters[key])}"
                 )
-    factor = None if given_type in ("default", "mrope") else parameters.get("factor")
+    factor = None if given_type in _UNSCALED else parameters.get("factor")
     arguments = {
         "max_wavelength": parameters.get("rope_theta")
         or config.get("rope_theta")
@@ -193,12 +194,12 @@ def rotary_arguments(config, layer_type=None):
         "partial_rotary_factor": float(partial),
         "max_position_embeddings": max_positions,
     }
-    if parameters.get("mrope_section") is not None and sum(parameters["mrope_section"]) != rotating // 2:
-        raise ValueError(
-            f"The config's `mrope_section` must add up to the {rotating // 2} rotating pairs of a head of "
-            f"{head_dim}. Received: mrope_section={parameters['mrope_section']!r}"
-        )
     if parameters.get("mrope_section") is not None:  # Qwen2-VL, Qwen2.5-VL, Qwen3-VL
+        if sum(parameters["mrope_section"]) != rotating // 2:
+            raise ValueError(
+                f"The config's `mrope_section` must add up to the {rotating // 2} rotating pairs of a "
+                f"head of {head_dim}. Received: mrope_section={parameters['mrope_section']!r}"
+            )
         arguments.update(
             mrope_section=list(parameters["mrope_section"]),
             mrope_interleaved=bool(parameters.get("mrope_interleaved", False)),

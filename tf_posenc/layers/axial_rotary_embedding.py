@@ -1,10 +1,9 @@
 import keras
 import numpy as np
-from keras import ops
 
 from tf_posenc import _positions, _rows, _validation, encoding
 from tf_posenc.layers.base import SinusoidLayer
-from tf_posenc.layers.rotary_embedding import ROTARY_LAYOUTS, rotate
+from tf_posenc.layers.rotary_embedding import ROTARY_LAYOUTS, grouped_rows, rotate, rotation_dtype
 
 
 class AxialRotaryEmbeddingMixin:
@@ -69,14 +68,10 @@ class AxialRotaryEmbeddingMixin:
         return self._run(inputs, _positions.Positions(values=positions))
 
     def _rows_for(self, inputs, positions):
-        wide = "float64" if self.compute_dtype == "float64" else "float32"
-        sines, cosines = [], []
-        for axis, constants in enumerate(self._axis_constants):
-            ids = _positions.Positions(values=positions.values[..., axis])
-            sine, cosine = ops.split(_rows.rows(ids, None, constants, wide), 2, axis=-1)
-            sines.append(sine)
-            cosines.append(cosine)
-        return ops.concatenate([*sines, *cosines], axis=-1)
+        groups = [
+            (positions.values[..., axis], constants) for axis, constants in enumerate(self._axis_constants)
+        ]
+        return grouped_rows(groups, rotation_dtype(self.compute_dtype))
 
     def _combine(self, inputs, rows):
         return rotate(inputs, rows, self.layout, self.compute_dtype)

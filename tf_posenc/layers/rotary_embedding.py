@@ -309,7 +309,7 @@ class RotaryEmbeddingMixin:
         float64 policy), for the positions along the sequence axis."""
         order = self._order(len(inputs.shape))
         sequence_axis, feature_axis = order[1], order[-1]
-        wide = "float64" if self.compute_dtype == "float64" else "float32"
+        wide = rotation_dtype(self.compute_dtype)
         length = _positions.sequence_length(inputs, sequence_axis)
         dim = inputs.shape[feature_axis]
         if positions.values is not None and len(positions.values.shape) == 3:
@@ -330,28 +330,20 @@ class RotaryEmbeddingMixin:
             axes[(pair % 3 == axis) & (pair < 3 * self.mrope_section[axis])] = axis
         return axes
 
-    def _mrope_rows(self, dim, values, wide):
+    def _mrope_rows(self, dim, values, dtype):
         """Rows of M-RoPE ids `values` (`(sections, batch, seq_len)`): each pair's sine and cosine
         at the id of its section, every section's columns computed once from its own ids."""
         frequencies = self.frequencies(dim)
         axes = self.mrope_axes(len(frequencies))
-        sines, cosines, order = [], [], []
-        for axis in range(len(self.mrope_section)):
-            columns = np.flatnonzero(axes == axis)
-            if not len(columns):
-                continue
-            constants = _rows.column_constants(*encoding.rotary_columns(frequencies[columns]))
-            ids = _positions.Positions(values=values[axis])
-            sine, cosine = ops.split(
-                _rows.rows(ids, None, constants, wide, scale=self.attention_scaling), 2, axis=-1
-            )
-            sines.append(sine)
-            cosines.append(cosine)
-            order.append(columns)
-        back = np.argsort(np.concatenate(order)).tolist()
-        return ops.concatenate(
-            [ops.take(ops.concatenate(part, axis=-1), back, axis=-1) for part in (sines, cosines)], axis=-1
-        )
+        sections = [(axis, np.flatnonzero(axes == axis)) for axis in range(len(self.mrope_section))]
+        sections = [(axis, columns) for axis, columns in sections if len(columns)]
+        groups = [
+            (values[axis], _rows.column_constants(*encoding.rotary_columns(frequencies[columns])))
+            for axis, columns in sections
+        ]
+        rows = grouped_rows(groups, dtype, self.attention_scaling)
+        back = np.argsort(np.concatenate([columns for _, columns in sections]))
+        return ops.take(rows, np.concatenate([back, back + len(frequencies)]).tolist(), axis=-1)
 
     def _combine(self, inputs, rows):
         return rotate(inputs, rows, self.layout, self.compute_dtype, self._order(len(inputs.shape)))
@@ -406,6 +398,27 @@ class RotaryEmbeddingMixin:
                     f"inputs.shape={shape}"
                 )
         return tuple(axes)
+
+
+def rotation_dtype(compute_dtype):
+    """The dtype of a rotation's rows and arithmetic: float64 under a float64 policy, else
+    float32 (rounded once to the compute dtype at the end)."""
+    return "float64" if compute_dtype == "float64" else "float32"
+
+
+def grouped_rows(groups, dtype, scale=1.0):
+    """Rotation rows of feature pairs in groups, each group turned by its own ids.
+
+    `groups` lists `(ids, constants)`: int32 ids of any shape and the group's `_rows.Constants`.
+    Returns the sines of every group's pairs, in group order, then their cosines.
+    """
+    sines, cosines = [], []
+    for ids, constants in groups:
+        rows = _rows.rows(_positions.Positions(values=ids), None, constants, dtype, scale=scale)
+        sine, cosine = ops.split(rows, 2, axis=-1)
+        sines.append(sine)
+        cosines.append(cosine)
+    return ops.concatenate([*sines, *cosines], axis=-1)
 
 
 def rotate(inputs, rows, layout, compute_dtype, order=None):
