@@ -3,6 +3,17 @@ import subprocess
 import sys
 
 import keras
+import numpy as np
+import tensorflow as tf
+
+
+def as_float64(tensor):
+    return tf.cast(tensor, tf.float64).numpy()
+
+
+def rounding_floor(exact, dtype):
+    """What rounding the exact result once to `dtype` costs, at most."""
+    return np.abs(as_float64(tf.cast(tf.constant(exact), dtype)) - exact).max()
 
 
 def run_python(code, cwd, timeout=300, env=None):

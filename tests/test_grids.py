@@ -15,7 +15,9 @@ from tf_posenc import (
     PatchPositionalEncoding,
     RotaryEmbedding,
     VideoPositionalEncoding,
+    encoding,
     grid_positions,
+    mrope_positions,
     sincos_2d,
     sincos_3d,
 )
@@ -107,16 +109,12 @@ def test_patch_layer_adds_the_rounded_table(policy, grid_size, base_size, scale,
     layer = PatchPositionalEncoding(
         grid_size, 64, cls_token=cls_token, base_size=base_size, interpolation_scale=scale, dtype=policy
     )
-    grid = (shape[1], shape[2]) if len(shape) == 4 else encoding_grid(grid_size)
+    grid = (shape[1], shape[2]) if len(shape) == 4 else encoding.grid_shape("grid_size", grid_size, 2)
     table = sincos_2d(64, grid, cls_token, base_size=base_size, interpolation_scale=scale)
     added = tf.cast(layer(np.zeros(shape, "float32")), tf.float64).numpy().reshape(shape[0], -1, 64)
     assert np.abs(added - table).max() <= BOUND[policy]
     assert json.loads(json.dumps(layer.get_config())) == layer.get_config()
     assert PatchPositionalEncoding.from_config(layer.get_config()).get_config() == layer.get_config()
-
-
-def encoding_grid(grid_size):
-    return (grid_size, grid_size) if isinstance(grid_size, int) else grid_size
 
 
 def test_patch_layer_reads_the_grid_when_the_graph_runs():
@@ -357,3 +355,157 @@ def test_grid_layers_export_to_litert_and_onnx(tmp_path):
     assert np.abs(to_tflite_with_positions(model, tmp_path)(x, grid) - expected).max() <= bound
     specs = [tf.TensorSpec((None, None, None, 16)), tf.TensorSpec((None, None, 2), tf.int32)]
     assert np.abs(to_onnx_with_positions(model, specs)(x, grid) - expected).max() <= bound
+
+
+# Printed by transformers 5.24.0 (torch 2.13 CPU): Qwen2VLRotaryEmbedding(Qwen2VLTextConfig(
+# hidden_size=3584, num_attention_heads=28, rope_parameters={"rope_type": "default",
+# "mrope_section": [16, 24, 24], "rope_theta": 1e6})) and Qwen3VLTextRotaryEmbedding(head_dim=128,
+# mrope_section [24, 20, 20], mrope_interleaved, rope_theta 5e6), forward(x, MROPE_IDS):
+# (token, column) -> cos or sin.
+MROPE_IDS = np.array(
+    [[[0, 1, 2, 2, 2, 2, 4, 5000]], [[0, 1, 2, 2, 3, 3, 4, 5000]], [[0, 1, 2, 3, 2, 3, 4, 5000]]]
+)
+PRINTED_MROPE = {
+    "qwen2-vl": {
+        "cos": {(3, 20): 0.9996443390846252, (4, 20): 0.9991998672485352, (5, 50): 1.0,
+                (7, 10): 0.7887293696403503, (7, 63): 0.9999807476997375},
+        "sin": {(4, 17): 0.07637445628643036, (5, 45): 0.00018128890951629728, (7, 100): 0.8588960766792297},
+    },
+    "qwen3-vl": {
+        "cos": {(3, 1): -0.0008637149003334343, (4, 2): 0.329466849565506, (5, 4): 0.41393357515335083,
+                (7, 59): 0.9999944567680359, (7, 63): 0.9999992251396179},
+        "sin": {(4, 1): 0.7061900496482849, (5, 5): 0.7827107310295105, (7, 100): 0.7530636191368103},
+    },
+}  # fmt: skip
+MROPE_LAYERS = {
+    "qwen2-vl": {"max_wavelength": 1000000.0, "mrope_section": [16, 24, 24]},
+    "qwen3-vl": {"max_wavelength": 5000000.0, "mrope_section": [24, 20, 20], "mrope_interleaved": True},
+}
+
+
+def transformers_mrope_angles(ids, section, theta, interleaved, head_dim=128):
+    """Qwen2-VL's and Qwen3-VL's `recomposition_frequencies` of the angles, in float64."""
+    inv_freq = 1.0 / theta ** (np.arange(0, head_dim, 2) / head_dim)
+    freqs = np.asarray(ids, np.float64)[..., None] * inv_freq  # (3, batch, seq, pairs)
+    if not interleaved:
+        bounds = np.cumsum([0, *section])
+        return np.concatenate(
+            [freqs[i % 3][..., bounds[i] : bounds[i + 1]] for i in range(len(section))], axis=-1
+        )
+    combined = freqs[0].copy()
+    for axis, offset in ((1, 1), (2, 2)):
+        combined[..., offset : section[axis] * 3 : 3] = freqs[axis][..., offset : section[axis] * 3 : 3]
+    return combined
+
+
+@pytest.mark.parametrize("model", list(MROPE_LAYERS))
+def test_mrope_is_qwen_vl_multimodal_rope(model):
+    layer = RotaryEmbedding(**MROPE_LAYERS[model])
+    settings = MROPE_LAYERS[model]
+    angles = transformers_mrope_angles(
+        MROPE_IDS,
+        settings["mrope_section"],
+        settings["max_wavelength"],
+        settings.get("mrope_interleaved", False),
+    )
+    basis = np.zeros((1, 8, 128), "float32")
+    basis[..., :64] = 1.0  # rotated: the cosines, then the sines, of every pair
+    rows = layer(basis, positions=MROPE_IDS).numpy()[0]
+    assert np.abs(rows[:, :64] - np.cos(angles[0])).max() <= 2**-24
+    assert np.abs(rows[:, 64:] - np.sin(angles[0])).max() <= 2**-24
+    table = (
+        np.concatenate([rows[:, :64], rows[:, :64]], axis=-1),
+        np.concatenate([rows[:, 64:], rows[:, 64:]], -1),
+    )
+    for kind, values in PRINTED_MROPE[model].items():
+        for (token, column), value in values.items():
+            # transformers' float32 angle at id 5000 is off by up to 5000 * 2**-24 rad.
+            assert table[kind == "sin"][token, column] == pytest.approx(
+                value, abs=4e-4 if token == 7 else 1e-6
+            )
+    x = np.random.default_rng(4).normal(size=(1, 8, 2, 128)).astype("float32")
+    first, second = x[..., :64], x[..., 64:]
+    cos, sin = np.cos(angles)[:, :, None], np.sin(angles)[:, :, None]
+    exact = np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+    assert np.abs(layer(x, positions=MROPE_IDS).numpy() - exact).max() <= 4 * 2**-24 * np.abs(exact).max()
+
+
+def test_mrope_text_ids_are_plain_rope_and_decoding_uses_the_deltas():
+    layer = RotaryEmbedding(mrope_section=[16, 24, 24], max_wavelength=1e6)
+    x = np.random.default_rng(5).normal(size=(2, 12, 2, 128)).astype("float32")
+    text = np.broadcast_to(np.arange(100, 112), (3, 2, 12))
+    np.testing.assert_array_equal(layer(x, positions=text).numpy(), layer(x, start_index=100).numpy())
+    types = [[0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0]]
+    positions, deltas = mrope_positions(types, image_grid_thw=[[1, 4, 6]])
+    prompt = layer(x[:1], positions=positions)
+    assert prompt.shape == (1, 12, 2, 128)
+    # The next token (cache position 12) at 12 + delta on every axis.
+    step = layer(x[:1, :1], start_index=12 + int(deltas[0, 0])).numpy()
+    as_ids = layer(x[:1, :1], positions=np.full((3, 1, 1), 12 + deltas[0, 0])).numpy()
+    np.testing.assert_array_equal(step, as_ids)
+
+
+# transformers 5.24's Qwen2VLModel.get_rope_index on this batch (images 1x4x6 and 1x2x2, a
+# 3x4x4 video, spatial_merge_size 2, row 0 left-padded by 2): its printed ids and deltas.
+ROPE_INDEX_TYPES = [[0] * 5 + [1] * 6 + [0] * 2 + [2] * 12 + [0], [0] * 4 + [1] + [0] * 21]
+ROPE_INDEX_MASK = [[0, 0] + [1] * 24, [1] * 26]
+ROPE_INDEX_IDS = [
+    [[0, 0, 0, 1, 2, 3, 3, 3, 3, 3, 3, 6, 7, 8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 10], list(range(26))],
+    [[0, 0, 0, 1, 2, 3, 3, 3, 4, 4, 4, 6, 7, 8, 8, 9, 9, 8, 8, 9, 9, 8, 8, 9, 9, 10], list(range(26))],
+    [[0, 0, 0, 1, 2, 3, 4, 5, 3, 4, 5, 6, 7, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 10], list(range(26))],
+]
+ROPE_INDEX_DELTAS = [[-13], [0]]
+
+
+def test_mrope_positions_are_transformers_get_rope_index():
+    positions, deltas = mrope_positions(
+        ROPE_INDEX_TYPES,
+        image_grid_thw=[[1, 4, 6], [1, 2, 2]],
+        video_grid_thw=[[3, 4, 4]],
+        attention_mask=ROPE_INDEX_MASK,
+    )
+    assert positions.dtype == np.int32 and positions.tolist() == ROPE_INDEX_IDS
+    assert deltas.tolist() == ROPE_INDEX_DELTAS
+    with pytest.raises(ValueError, match=r"run of 6 image tokens, but its grid \[1, 4, 4\]"):
+        mrope_positions(ROPE_INDEX_TYPES[:1], image_grid_thw=[[1, 4, 4]], video_grid_thw=[[3, 4, 4]])
+    with pytest.raises(ValueError, match=r"more video runs than `video_grid_thw` has grids"):
+        mrope_positions(ROPE_INDEX_TYPES[:1], image_grid_thw=[[1, 4, 6]])
+    with pytest.raises(ValueError, match=r"`token_types` must hold 0 \(text\), 1 \(image\) or 2"):
+        mrope_positions([[0, 3]])
+
+
+def test_mrope_configs_and_errors():
+    qwen2_vl = {
+        "model_type": "qwen2_vl",
+        "hidden_size": 3584,
+        "num_attention_heads": 28,
+        "rope_theta": 1000000.0,
+        "max_position_embeddings": 32768,
+        "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+    }
+    qwen3_vl = {"model_type": "qwen3_vl", "text_config": {
+        "model_type": "qwen3_vl_text", "hidden_size": 4096, "num_attention_heads": 32, "head_dim": 128,
+        "rope_theta": 5000000, "max_position_embeddings": 262144,
+        "rope_scaling": {"mrope_interleaved": True, "mrope_section": [24, 20, 20],
+                         "rope_type": "default"}}}  # fmt: skip
+    for config, model in ((qwen2_vl, "qwen2-vl"), (qwen3_vl, "qwen3-vl")):
+        layer = RotaryEmbedding.from_hf_config(config)
+        expected = RotaryEmbedding(**MROPE_LAYERS[model])
+        x = np.random.default_rng(6).normal(size=(1, 8, 1, 128)).astype("float32")
+        np.testing.assert_array_equal(
+            layer(x, positions=MROPE_IDS).numpy(), expected(x, positions=MROPE_IDS).numpy()
+        )
+        assert RotaryEmbedding.from_config(layer.get_config()).get_config() == layer.get_config()
+    layer = RotaryEmbedding(mrope_section=[16, 24, 20])
+    with pytest.raises(ValueError, match=r"`mrope_section` must add up to the 64 rotating feature pairs"):
+        layer(np.zeros((1, 8, 128), "float32"))
+    with pytest.raises(ValueError, match=r"for M-RoPE must have shape \(3, batch, seq_len\)"):
+        RotaryEmbedding(mrope_section=[16, 24, 24])(np.zeros((1, 8, 128), "float32"), positions=MROPE_IDS[:2])
+    with pytest.raises(
+        ValueError, match=r"`mrope_interleaved=True` \(Qwen3-VL\) needs a `mrope_section` of three"
+    ):
+        RotaryEmbedding(mrope_interleaved=True)
+    with pytest.raises(ValueError, match=r"cannot be combined with rope_type='dynamic_ntk'"):
+        RotaryEmbedding(
+            mrope_section=[4, 4], rope_type="dynamic_ntk", scaling_factor=2.0, max_position_embeddings=8
+        )

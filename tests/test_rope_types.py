@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import run_python
+from helpers import as_float64, rounding_floor, run_python
 from hf_configs import CONFIGS
 from reference import reference_partial_rotation, reference_rotation, rope_frequencies, transformers_rope
 
@@ -154,14 +154,6 @@ EXPECTED_ARGUMENTS = {
     "llama-2-7b-dynamic": {"rope_type": "dynamic_ntk", "scaling_factor": 2.0,
                            "max_position_embeddings": 4096},
 }  # fmt: skip
-
-
-def as_float64(tensor):
-    return tf.cast(tensor, tf.float64).numpy()
-
-
-def rounding_floor(exact, dtype):
-    return np.abs(as_float64(tf.cast(tf.constant(exact), dtype)) - exact).max()
 
 
 def family_layer(family, layer_type, **kwargs):

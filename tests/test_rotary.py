@@ -8,7 +8,7 @@ import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import MaskProbe, run_python
+from helpers import MaskProbe, as_float64, rounding_floor, run_python
 from layer_checks import run_layer_checks
 from reference import keras_hub_yarn_frequencies, reference_rotation, rope_frequencies
 from test_runtimes import to_onnx, to_onnx_with_positions, to_tflite, to_tflite_with_positions
@@ -16,15 +16,6 @@ from test_runtimes import to_onnx, to_onnx_with_positions, to_tflite, to_tflite_
 from tf_posenc import RotaryEmbedding, positions_from_mask, shift_matrix
 
 COMPUTE_DTYPE = {"float32": "float32", "mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
-
-
-def as_float64(tensor):
-    return tf.cast(tensor, tf.float64).numpy()
-
-
-def rounding_floor(exact, dtype):
-    """What rounding the exact result once to `dtype` costs, at most."""
-    return np.abs(as_float64(tf.cast(tf.constant(exact), dtype)) - exact).max()
 
 
 @pytest.mark.parametrize("start", [0, 4096, 65536, 2**20 - 64], ids=lambda s: f"start{s}")
