@@ -1,30 +1,72 @@
 import os
+import re
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
+import tf_posenc
+
 NOTEBOOKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "notebooks")
-TUTORIAL = os.path.join(NOTEBOOKS, "positional_encoding_tutorial.ipynb")
+# Each notebook with the fewest plots it must render.
+PLOTS = {"positional_encoding_tutorial.ipynb": 7, "tf_posenc_in_practice.ipynb": 2}
+# What TensorFlow's and CUDA's C++ start-up log lines look like.
+LOG_LINE = re.compile(r"^[IWEF]\d{4} |absl::InitializeLog|cuda|oneDNN", re.MULTILINE)
+
+
+def _code_cells(notebook):
+    return [cell for cell in notebook.cells if cell.cell_type == "code"]
+
+
+def _images(notebook):
+    return [
+        output
+        for cell in _code_cells(notebook)
+        for output in cell.outputs
+        if "image/png" in output.get("data", {})
+    ]
+
+
+def _log_lines(notebook):
+    return [
+        output["text"]
+        for cell in _code_cells(notebook)
+        for output in cell.outputs
+        if output.output_type == "stream" and LOG_LINE.search(output["text"])
+    ]
 
 
 @pytest.mark.slow
-def test_tutorial_runs_top_to_bottom():
-    notebook = nbformat.read(TUTORIAL, as_version=4)
+@pytest.mark.parametrize("name", sorted(PLOTS))
+def test_notebook_runs_top_to_bottom(name):
+    notebook = nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4)
     NotebookClient(
         notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": NOTEBOOKS}}
     ).execute()
-    outputs = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs]
+    outputs = [output for cell in _code_cells(notebook) for output in cell.outputs]
     assert not [output for output in outputs if output.output_type == "error"]
-    images = [output for output in outputs if "image/png" in output.get("data", {})]
-    assert len(images) >= 4
+    assert len(_images(notebook)) >= PLOTS[name]
+    assert not _log_lines(notebook)
 
 
-def test_committed_tutorial_carries_its_outputs():
-    notebook = nbformat.read(TUTORIAL, as_version=4)
-    code_cells = [cell for cell in notebook.cells if cell.cell_type == "code"]
-    assert all(cell.execution_count for cell in code_cells)
-    rendered = [
-        output for cell in code_cells for output in cell.outputs if "image/png" in output.get("data", {})
-    ]
-    assert len(rendered) >= 4
+@pytest.mark.parametrize("name", sorted(PLOTS))
+def test_committed_notebook_carries_its_outputs(name):
+    notebook = nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4)
+    code_cells = _code_cells(notebook)
+    assert [cell.execution_count for cell in code_cells] == list(range(1, len(code_cells) + 1))
+    assert len(_images(notebook)) >= PLOTS[name]
+    assert not _log_lines(notebook)
+    streams = [output for cell in code_cells for output in cell.outputs if output.output_type == "stream"]
+    printed = "".join(output["text"] for output in streams)
+    assert f"tf_posenc {tf_posenc.__version__} |" in printed  # run with this version, not an older one
+
+
+def test_notebooks_link_each_other_and_name_their_sources():
+    tutorial, practice = (
+        "".join(cell.source for cell in nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4).cells)
+        for name in sorted(PLOTS)
+    )
+    assert "tf_posenc_in_practice.ipynb" in tutorial and "positional_encoding_tutorial.ipynb" in practice
+    references = tutorial[tutorial.index("## References") :]
+    for source in ("arxiv.org/abs/1706.03762", "arxiv.org/abs/2104.09864", "tensorflow.org/text/tutorials"):
+        assert source in references

@@ -27,9 +27,9 @@ def close_figures():
 def test_heatmap_returns_figure_with_labelled_axes_and_colorbar():
     figure = plot_positional_encoding(50, 512)
     heatmap, colorbar = figure.axes
-    assert heatmap.get_xlabel() == "Depth (embedding dimension)"
-    assert heatmap.get_ylabel() == "Position"
-    assert colorbar.get_ylabel() == "PE(pos, i)"
+    assert heatmap.get_xlabel() == "Depth: column c of the encoding"
+    assert heatmap.get_ylabel() == "Position pos"
+    assert colorbar.get_ylabel() == "PE(pos, c)"
     mesh = heatmap.collections[0]
     values = np.asarray(mesh.get_array()).reshape(50, 512)
     np.testing.assert_allclose(values[1, :2], [np.sin(1), np.cos(1)], atol=1e-7)
@@ -46,7 +46,7 @@ def test_similarity_depends_on_distance_only():
     figure = plot_similarity(64, 16, reference_positions=(0, 20))
     ax = figure.axes[0]
     curve, from_zero, from_twenty = ax.get_lines()
-    assert ax.get_xlabel() == "Distance q - p"
+    assert ax.get_xlabel() == "Shift k (positions)"
     formula = dict(zip(curve.get_xdata(), curve.get_ydata(), strict=True))
     for markers in (from_zero, from_twenty):
         for distance, value in zip(markers.get_xdata(), markers.get_ydata(), strict=True):

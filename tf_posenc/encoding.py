@@ -77,11 +77,11 @@ def columns(d_model, max_wavelength=10000, layout=None, convention="paper", min_
     The one place every convention is written down; the NumPy tables and the in-graph
     route both read it. Conventions, by the code that defines them:
 
-    * `"paper"`: `w_k = max_wavelength ** (-2k / d_model)`, `ceil(d_model / 2)` of them;
+    * `"paper"`: `omega_j = max_wavelength ** (-2j / d_model)`, `ceil(d_model / 2)` of them;
       interleaved by default (an odd width ends on a sine).
     * `"tensor2tensor"` (`get_timing_signal_1d`, TF Model Garden's
       `RelativePositionEmbedding`): `d_model // 2` frequencies
-      `min_timescale * exp(-k * log(max_wavelength / min_timescale) / max(d_model // 2 - 1, 1))`,
+      `min_timescale * exp(-j * log(max_wavelength / min_timescale) / max(d_model // 2 - 1, 1))`,
       with `max_wavelength` as `max_timescale`; all sines, then all cosines, and a zero column
       when `d_model` is odd. The code multiplies by `min_timescale` where its own description
       (timescales from `min_timescale` to `max_timescale`) divides (tensorflow/models#10945);

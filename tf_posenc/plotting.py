@@ -52,7 +52,7 @@ def plot_positional_encoding(
 
     >>> figure = plot_positional_encoding(50, 512)
     >>> figure.axes[0].get_xlabel()
-    'Depth (embedding dimension)'
+    'Depth: column c of the encoding'
     >>> figure.savefig("pe.png")  # doctest: +SKIP
     """
     table = encoding.positional_encoding(
@@ -60,18 +60,18 @@ def plot_positional_encoding(
     ).numpy()[0]
     figure, ax = _figure_and_axes(ax, figsize=(10, 6))
     mesh = ax.pcolormesh(table, cmap=cmap, vmin=-1, vmax=1)
-    ax.set_xlabel("Depth (embedding dimension)")
-    ax.set_ylabel("Position")
+    ax.set_xlabel("Depth: column c of the encoding")
+    ax.set_ylabel("Position pos")
     ax.set_title(f"Sinusoidal positional encoding (position={position}, d_model={d_model})")
-    figure.colorbar(mesh, ax=ax, label="PE(pos, i)")
+    figure.colorbar(mesh, ax=ax, label="PE(pos, c)")
     return figure
 
 
 def plot_similarity(position, d_model, ax=None, max_wavelength=10000, reference_positions=(0,)):
-    """Plots the dot product PE(p) . PE(q) against the distance q - p.
+    """Plots the dot product PE(p) . PE(p + k) against the shift k.
 
-    For an even `d_model` the dot product is sum_k cos((q - p) * w_k): it depends on
-    the distance only, not on where the pair sits, and it is largest at distance 0.
+    For an even `d_model` the dot product is sum_j cos(k * omega_j), over the pairs j: it
+    depends on the shift only, not on where the pair of rows sits, and it is largest at k = 0.
     The curve is drawn from that formula, and the markers are dot products of actual
     rows taken at each of `reference_positions`, so the plot shows both.
 
@@ -80,7 +80,7 @@ def plot_similarity(position, d_model, ax=None, max_wavelength=10000, reference_
         d_model: Integer. Width of the encoding.
         ax: Optional matplotlib `Axes`; a new figure is made if `None`.
         max_wavelength: Number. Defaults to `10000`.
-        reference_positions: Positions p whose row is compared with every row q.
+        reference_positions: Positions p whose row is compared with every row p + k.
             Defaults to `(0,)`.
 
     Returns:
@@ -90,7 +90,7 @@ def plot_similarity(position, d_model, ax=None, max_wavelength=10000, reference_
 
     >>> figure = plot_similarity(128, 64, reference_positions=(0, 60))
     >>> [line.get_label() for line in figure.axes[0].lines][1:]
-    ['PE(0) . PE(q)', 'PE(60) . PE(q)']
+    ['PE(0) . PE(0 + k)', 'PE(60) . PE(60 + k)']
     """
     position = _validation.positive_int("position", position)
     d_model = _validation.positive_int("d_model", d_model)
@@ -103,21 +103,21 @@ def plot_similarity(position, d_model, ax=None, max_wavelength=10000, reference_
             )
     rows = encoding.sinusoids(np.arange(position), d_model, max_wavelength)
     figure, ax = _figure_and_axes(ax, figsize=(8, 4.5))
-    distances = np.arange(-position + 1, position)
+    shifts = np.arange(-position + 1, position)
     paired = encoding.frequencies(d_model, max_wavelength)[: d_model // 2]
-    predicted = np.cos(np.multiply.outer(distances, paired)).sum(axis=1)
-    ax.plot(distances, predicted, color="black", linewidth=1, label="sum_k cos((q - p) w_k)")
+    predicted = np.cos(np.multiply.outer(shifts, paired)).sum(axis=1)
+    ax.plot(shifts, predicted, color="black", linewidth=1, label=r"$\sum_j \cos(k\,\omega_j)$")
     for reference in reference_positions:
         ax.plot(
             np.arange(position) - reference,
             rows @ rows[reference],
             ".",
             markersize=3,
-            label=f"PE({reference}) . PE(q)",
+            label=f"PE({reference}) . PE({reference} + k)",
         )
-    ax.set_xlabel("Distance q - p")
-    ax.set_ylabel("Dot product PE(p) . PE(q)")
-    ax.set_title(f"Similarity of encodings against distance (d_model={d_model})")
+    ax.set_xlabel("Shift k (positions)")
+    ax.set_ylabel("Dot product PE(p) . PE(p + k)")
+    ax.set_title(f"Similarity of encodings against their shift (d_model={d_model})")
     ax.legend()
     return figure
 
