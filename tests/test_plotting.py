@@ -165,6 +165,8 @@ def test_grid_plots_lay_values_where_the_patches_sit():
     np.testing.assert_allclose(columns, np.broadcast_to(np.arange(4) * 1.0, (3, 4)), atol=1e-12)
     with pytest.raises(ValueError, match=r"`axes_dim` must have one band per axis of `grid`"):
         plot_axial_angles((8, 8, 8), (3, 4))
+    with pytest.raises(ValueError, match=r"`axes_dim` must hold even widths"):
+        plot_axial_angles((7, 8), (3, 4))
 
 
 def test_plot_command_draws_video_and_axial_grids(tmp_path):

@@ -7,6 +7,7 @@ only when a plot is asked for.
 import numpy as np
 
 from tf_posenc import _validation, encoding
+from tf_posenc.layers.axial_rotary_embedding import AxialRotaryEmbedding
 
 
 def _pyplot():
@@ -257,7 +258,8 @@ def plot_axial_angles(axes_dim, grid, pairs=None, max_wavelength=10000, cmap="tw
             f"grid={list(grid)}"
         )
     ids = encoding.grid_positions(grid)
-    frequencies = np.concatenate([encoding.rotary_frequencies(width, max_wavelength) for width in axes_dim])
+    # The layer's own frequencies (and its checks of `axes_dim`), not a second statement of them.
+    frequencies = AxialRotaryEmbedding(tuple(axes_dim), max_wavelength).frequencies()
     bands = np.repeat(np.arange(len(axes_dim)), [width // 2 for width in axes_dim])
     starts = np.cumsum([0, *[width // 2 for width in axes_dim]])[:-1]
     pairs = [start + offset for start in starts for offset in (0, 1)] if pairs is None else list(pairs)
