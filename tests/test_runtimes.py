@@ -19,7 +19,7 @@ from reference import exact_reference_table, reference_table
 from tensorflow.core.protobuf import saved_model_pb2
 
 import tf_posenc
-from tf_posenc import PositionalEmbedding, PositionalEncoding
+from tf_posenc import PositionalEmbedding, PositionalEncoding, RotaryEmbedding
 
 FLOAT32_ULP = 2**-23
 
@@ -266,6 +266,25 @@ def test_every_row_has_the_same_bits_however_it_is_asked_for():
     np.testing.assert_array_equal(picked, full)
     np.testing.assert_array_equal(one_by_one, full[::7])
     assert_exact(full, reference_table(np.arange(4700, 5000), 32), nearest=0.99)
+
+
+def test_runs_of_any_length_known_only_at_run_time_have_the_bits_of_their_rows():
+    # Inside one block the grid shrinks to the run's own steps; across blocks it keeps all 64.
+    # (start, length): empty, inside a block, ending on its edge, just across, one whole block,
+    # a block and a row, several blocks.
+    runs = [(70, 0), (64, 0), (70, 1), (70, 10), (60, 4), (60, 5), (64, 64), (65, 64), (100, 300)]
+    for layer, features in [(PositionalEncoding(5000, 32), (32,)), (RotaryEmbedding(), (4, 32))]:
+        served = tf.function(
+            lambda x, t, layer=layer: layer(x, start_index=t),
+            input_signature=[tf.TensorSpec((None, None, *features)), tf.TensorSpec((), tf.int32)],
+        )
+        for start, length in runs:
+            x = tf.ones((1, length, *features))
+            picked = layer(x, positions=np.arange(start, start + length)).numpy()
+            np.testing.assert_array_equal(
+                served(x, tf.constant(start)).numpy(), picked, err_msg=f"{start}, {length}"
+            )
+        assert served.experimental_get_tracing_count() == 1
 
 
 @pytest.mark.slow

@@ -23,7 +23,10 @@ without JAX's 64-bit mode). The README links here: this docstring is the one des
    summed so that only the final addition rounds to float32 (other dtypes are one cast away;
    float64 keeps both parts). Every position is computed this way, so contiguous rows (which
    only need the sines of their blocks and of the 64 steps) have the same bits as rows asked
-   for one by one.
+   for one by one. The steps' pieces depend on the columns alone: graphs hold them as
+   constants (Grappler and XLA fold them), so a call computes the sines of
+   its blocks only; and a run inside one block, such as a decoding step, uses only its own
+   steps, so one row costs one grid cell, not 64.
 
 A cosine is the sine a quarter turn later, so cosine columns just add 2**70 to the phase.
 
@@ -50,9 +53,11 @@ terms before the final rounding are what it adds to; the tests measure the total
 import functools
 import math
 from fractions import Fraction
+from typing import NamedTuple
 
 import keras
 import numpy as np
+import tensorflow as tf
 from keras import ops
 
 from tf_posenc import _validation
@@ -73,6 +78,9 @@ assert _POSITION_LIMBS * _LIMB_BITS >= 31, "every int32 position fits in the pos
 # A column sum adds at most three limb products and the carry of the column below it.
 _LARGEST_COLUMN_SUM = _POSITION_LIMBS * (_LIMB - 1) ** 2
 assert _LARGEST_COLUMN_SUM + _LARGEST_COLUMN_SUM // (_LIMB - 1) < 2**31, "column sums fit in int32"
+# The top digit before its `% _DIGIT`: below _DIGIT from column 0, column 1 and its carry,
+# then an offset and a quarter turn (below _DIGIT together).
+assert 2 * _DIGIT + 2 * _LARGEST_COLUMN_SUM < 2**31, "the unreduced top digit fits in int32"
 # The table index and the fine bits make up the `hi` digit; and since `slope_hi` keeps
 # _TABLE_BITS significant bits and `near` log2(_FINE), their product is exact in float32's
 # 24-bit significand.
@@ -152,37 +160,54 @@ def _sine_table():
 
 
 def _phase(positions, limbs):
-    """Exact phases `p * F mod 2**72`, their top 48 bits as int32 digits (hi, mid) of 24 bits.
+    """Exact phases `p * F mod 2**72`, their top 48 bits as int32 digits (hi, mid) of 24 bits,
+    `hi` plus some whole turns (a multiple of 2**24, below 2**26 in all).
 
     `positions`: int32 tensor of any shape; the digits have shape `positions.shape + (d,)`.
     """
-    positions = ops.expand_dims(positions, -1)
+    positions = ops.expand_dims(ops.expand_dims(positions, -1), -1)
     position_limbs = [positions % _LIMB, positions // _LIMB % _LIMB, positions // _LIMB**2]
-    # Column c collects the limb products worth 2**(60 - 12c); the ones worth 2**72 or more
-    # are whole turns and drop out.
-    columns = [
-        sum(position_limbs[i] * limbs[i + c] for i in range(_POSITION_LIMBS) if i + c < _FREQUENCY_LIMBS)
-        for c in range(_FREQUENCY_LIMBS)
-    ]
-    digits = [None] * 4
-    carry = 0
-    for c in reversed(range(_FREQUENCY_LIMBS)):
-        total = columns[c] + carry
-        if c < 4:
-            digits[c] = total % _LIMB
-        carry = total // _LIMB
-    return digits[0] * _LIMB + digits[1], digits[2] * _LIMB + digits[3]
+    # Column c collects the limb products worth 2**(60 - 12c), position limb i times frequency
+    # limb i + c: one product per position limb for all six columns, with the frequency limbs
+    # moved up by i and zeros past the last (the products worth 2**72 or more are whole turns
+    # and drop out).
+    columns = position_limbs[0] * limbs
+    for i in range(1, _POSITION_LIMBS):
+        moved_up = ops.concatenate([limbs[i:], ops.zeros((i, limbs.shape[1]), "int32")], axis=0)
+        columns = columns + position_limbs[i] * moved_up
+    columns = ops.unstack(columns, axis=-2)
+    # Carried from the lowest column up: a column's bits above 12 go to the next. The top
+    # digit keeps some whole turns (multiples of 2**24 in its units) for the caller's `% _DIGIT`.
+    carried = columns[3] + (columns[4] + columns[5] // _LIMB) // _LIMB
+    carried_up = columns[2] + carried // _LIMB
+    mid = carried_up % _LIMB * _LIMB + carried % _LIMB
+    hi = columns[0] % _LIMB * _LIMB + (columns[1] + carried_up // _LIMB)
+    return hi, mid
 
 
-def _sine(hi, mid):
+def _gather(values, indices, axis=0):
+    """`ops.take` of indices that are never negative: on TensorFlow a bare gather, without the
+    three operations `ops.take` adds to wrap negative indices."""
+    if keras.backend.backend() == "tensorflow":
+        return tf.gather(values, indices, axis=axis)
+    return ops.take(values, indices, axis=axis)
+
+
+def _sine(hi, mid, constant=False):
     """sin(2 * pi * phase) for phases given by their top two digits, as `(rounded, low)`.
 
     `rounded + low` is within about 2**-40 of the sine; `rounded` is a float32 and `low`
-    is below half its last unit (plus about 2**-40).
+    is below half its last unit (plus about 2**-40). `constant`: the phases are constants of
+    the graph (the steps), computed by operations that graphs fold.
     """
     index, fine = hi // _FINE, hi % _FINE
-    # One gather of four values costs about as much as a gather of one.
-    sine_hi, sine_lo, slope_hi, slope_lo = ops.unstack(ops.take(_sine_table(), index, axis=0), axis=-1)
+    if constant:
+        # One gather per value: Grappler folds a gather into a constant only where its output
+        # is no larger than its inputs.
+        sine_hi, sine_lo, slope_hi, slope_lo = (_gather(column, index) for column in _sine_table().T)
+    else:
+        # One gather of four values costs about as much as a gather of one.
+        sine_hi, sine_lo, slope_hi, slope_lo = ops.unstack(_gather(_sine_table(), index), axis=-1)
     near = ops.cast(fine, "float32") * 2.0**-24  # exact: 14 bits
     far = ops.cast(mid, "float32") * 2.0**-48  # exact: 24 bits
     turns = near + far
@@ -214,54 +239,62 @@ class _Pieces:
         self.upper = self.head + self.middle
         self.whole = rounded + low
 
-    def map(self, function):
-        """These pieces with `function` applied to each part."""
-        mapped = object.__new__(_Pieces)
-        for name, value in vars(self).items():
-            setattr(mapped, name, function(value))
-        return mapped
-
     def split(self):
         """The pieces of the first half of the columns, and of the second half (one split per
         piece: a graph runs one operation for both halves)."""
-        halves = {name: ops.split(value, 2, axis=-1) for name, value in vars(self).items()}
         first, second = object.__new__(_Pieces), object.__new__(_Pieces)
-        for name, (head, rest) in halves.items():
+        for name, value in vars(self).items():
+            head, rest = ops.split(value, 2, axis=-1)
             setattr(first, name, head)
             setattr(second, name, rest)
         return first, second
 
-    def take(self, indices):
-        """The pieces of the rows at `indices` along the first axis."""
-        return self.map(lambda value: ops.take(value, indices, axis=0))
 
-    def expand(self, axis):
-        return self.map(lambda value: ops.expand_dims(value, axis))
-
-
-def _sine_cosine_pieces(positions, constants, with_offsets=True):
-    """Pieces of sin and cos of each column's phase at `positions` (int32, any shape)."""
-    hi, mid = _phase(positions, constants.limbs)
-    if with_offsets:
-        hi = hi + constants.offsets
-    # Sines and cosines side by side: half as many operations for a graph to run.
-    both = _Pieces(
+def _sines_and_cosines(positions, limbs, offsets=None):
+    """Pieces of sin and cos of each column's phase at `positions` (int32, any shape), side by
+    side along the last axis: `[sines | cosines]`, so that each operation serves both."""
+    hi, mid = _phase(positions, limbs)
+    if offsets is not None:
+        hi = hi + offsets
+    return _Pieces(
         *_sine(
-            ops.concatenate([hi, hi + _QUARTER_TURN], axis=-1) % _DIGIT, ops.concatenate([mid, mid], axis=-1)
+            ops.concatenate([hi, hi + _QUARTER_TURN], axis=-1) % _DIGIT,
+            ops.concatenate([mid, mid], axis=-1),
+            constant=isinstance(positions, np.ndarray) and isinstance(limbs, np.ndarray),
         )
     )
-    return both.split()
 
 
-def _combine(sine_a, cosine_a, sine_b, cosine_b, dtype, scale=1.0):
+class _StepPieces(NamedTuple):
+    """The pieces of the steps' sines or cosines that `_combine` reads (see `_Pieces`)."""
+
+    head: object
+    middle: object
+    tail: object
+    whole: object
+
+
+def _step_pieces(limbs):
+    """The `_StepPieces` of the 64 steps' sines, then of their cosines, stacked: `(8, 64, d)`.
+    Constants, which graphs fold (unless `limbs` is only known at run time)."""
+    both = _sines_and_cosines(np.arange(_STEP, dtype=np.int32), limbs)
+    stacked = ops.stack([getattr(both, name) for name in _StepPieces._fields])
+    return ops.concatenate(ops.split(stacked, 2, axis=-1), axis=0)
+
+
+def _combine(block, steps, dtype, scale=1.0):
     """sin(a + b) = sin a cos b + cos a sin b, times `scale`, rounded once to `dtype`.
 
-    The products of heads (`leading`) and of heads with middles (`second`) are exact, and so is
-    their sum split by Fast2Sum: either |leading| >= |second|, or `leading` is a multiple of
-    2**-22 below 2**-10 and the sum is exact outright. Only `third`, below 2**-21, rounds
-    before the last step. Subtractions carry the last steps, so that Grappler's rewrite of
-    addition trees into `AddN` (which may sum in any order) cannot merge them.
+    `block` holds the `_Pieces` of `[sin a | cos a]`; `steps` the pieces of sin b and of cos b,
+    the eight parts of `_step_pieces`. The products of heads (`leading`) and of heads with
+    middles (`second`) are exact, and so is their sum split by Fast2Sum: either |leading| >=
+    |second|, or `leading` is a multiple of 2**-22 below 2**-10 and the sum is exact outright.
+    Only `third`, below 2**-21, rounds before the last step. Subtractions carry the last steps,
+    so that Grappler's rewrite of addition trees into `AddN` (which may sum in any order)
+    cannot merge them.
     """
+    sine_a, cosine_a = block.split()  # split where the values are fewest: the blocks, not the grid
+    sine_b, cosine_b = _StepPieces(*steps[:4]), _StepPieces(*steps[4:])
     leading = sine_a.head * cosine_b.head + cosine_a.head * sine_b.head
     second = (sine_a.head * cosine_b.middle + sine_a.middle * cosine_b.head) + (
         cosine_a.head * sine_b.middle + cosine_a.middle * sine_b.head
@@ -293,17 +326,14 @@ def _scaled(rounded, minus_low, scale):
     return leading + ((rest * np.float32(scale_head) + rounded * scale_rest) - minus_low * np.float32(scale))
 
 
-def _step_pieces(constants):
-    """Pieces of sin and cos of the 64 steps: constants, which graphs fold."""
-    return _sine_cosine_pieces(np.arange(_STEP, dtype=np.int32), constants, with_offsets=False)
-
-
 def _rows_at(positions, constants, dtype, scale=1.0):
     """Rows at int32 `positions` (any shape), shape `positions.shape + (d,)`: position p is split
     as block + step, with step = p mod 64, and the row is sin(block phase + step phase)."""
     step = positions % _STEP
-    block = _sine_cosine_pieces(positions - step, constants)
-    return _combine(*block, *(pieces.take(step) for pieces in _step_pieces(constants)), dtype, scale)
+    block = _sines_and_cosines(positions - step, constants.limbs, constants.offsets)
+    # A gather per part: XLA runs one gather of all eight twice as slowly.
+    steps = [_gather(part, step) for part in ops.unstack(_step_pieces(constants.limbs))]
+    return _combine(block, steps, dtype, scale)
 
 
 def _contiguous_rows(start, length, constants, dtype, scale=1.0):
@@ -318,17 +348,25 @@ def _contiguous_rows(start, length, constants, dtype, scale=1.0):
     if static_length and length < _STEP:  # fewer rows than a block: cheaper one by one, same bits
         return _rows_at(start + np.arange(length, dtype=np.int32), constants, dtype, scale)
     skip = start % _STEP
+    first_block = start - skip
+    steps = _step_pieces(constants.limbs)
     if not static_length:
         blocks = (skip + length + _STEP - 1) // _STEP
+        # Rows inside one block (a decoding step) need only their own steps, so the grid shrinks
+        # to them: one row costs one cell, not 64. Selects rather than a `cond`, so every
+        # length runs the same graph.
+        inside = ops.equal(blocks, 1)
+        used = (steps.shape[0], ops.where(inside, length, _STEP), steps.shape[2])
+        steps = ops.slice(steps, (0, ops.where(inside, skip, 0), 0), used)
+        skip = ops.where(inside, 0, skip)
     elif isinstance(start, int):
         blocks = -(-(skip + length) // _STEP)
     else:  # enough blocks for any skip: the grid keeps a static shape (JAX)
         blocks = (length + 2 * _STEP - 2) // _STEP
-    block_starts = (start - skip) + ops.arange(blocks, dtype="int32") * _STEP
+    block_starts = first_block + ops.arange(blocks, dtype="int32") * _STEP
     # Blocks down the first axis, steps along the second: the pieces broadcast to the grid.
-    block = _sine_cosine_pieces(ops.expand_dims(block_starts, 1), constants)
-    steps = [pieces.expand(0) for pieces in _step_pieces(constants)]
-    rows = ops.reshape(_combine(*block, *steps, dtype, scale), (-1, constants.width))
+    block = _sines_and_cosines(ops.expand_dims(block_starts, 1), constants.limbs, constants.offsets)
+    rows = ops.reshape(_combine(block, ops.unstack(steps), dtype, scale), (-1, constants.width))
     if isinstance(skip, int):
         return rows[skip : skip + length]
     return ops.slice(rows, (skip, 0), (length, constants.width))

@@ -452,7 +452,8 @@ def rotate(inputs, rows, layout, compute_dtype, order=None):
         x, passed = x[..., :width], ops.cast(x[..., width:], compute_dtype)
     pairs = width // 2
     if layout == "half":
-        partner = ops.concatenate([x[..., pairs:], x[..., :pairs]], axis=-1)
+        first, second = ops.split(x, 2, axis=-1)
+        partner = ops.concatenate([second, first], axis=-1)
     else:
         paired = ops.reshape(x, (*ops.shape(x)[:-1], pairs, 2))
         partner = ops.reshape(ops.flip(paired, axis=-1), ops.shape(x))
