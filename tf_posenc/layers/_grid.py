@@ -3,14 +3,12 @@
 from keras import ops
 
 from tf_posenc import _rows, encoding
-from tf_posenc._positions import Positions
+from tf_posenc._positions import Positions, sequence_length
 
 
 def sizes_of(inputs, axes):
     """The sizes of `axes` of `inputs`: Python ints where known, else scalar tensors."""
-    return tuple(
-        inputs.shape[axis] if inputs.shape[axis] is not None else ops.shape(inputs)[axis] for axis in axes
-    )
+    return tuple(sequence_length(inputs, axis) for axis in axes)
 
 
 def axis_constants(width, scale):
