@@ -30,8 +30,10 @@ if os.environ.get("TF_USE_LEGACY_KERAS") in ("true", "True", "1"):
         RotaryEmbedding,
         TimestepEmbedding,
         VideoPositionalEncoding,
+        hf_attention_layers,
     )
 else:
+    from tf_posenc.attention import hf_attention_layers
     from tf_posenc.layers import (
         AxialRotaryEmbedding,
         PatchPositionalEncoding,
@@ -42,6 +44,7 @@ else:
         VideoPositionalEncoding,
     )
 from tf_posenc._positions import positions_from_mask
+from tf_posenc.attention import AttentionLayer, Temperature, attention_mask, attention_temperature
 from tf_posenc.multimodal import mrope_positions
 from tf_posenc.packing import (
     context_parallel_order,
@@ -66,10 +69,15 @@ __all__ = [
     "RotaryEmbedding",
     "TimestepEmbedding",
     "VideoPositionalEncoding",
+    "AttentionLayer",
+    "Temperature",
+    "attention_mask",
+    "attention_temperature",
     "context_parallel_order",
     "context_parallel_positions",
     "get_angles",
     "grid_positions",
+    "hf_attention_layers",
     "mrope_positions",
     "plot_axial_angles",
     "plot_patch_encoding",

@@ -10,6 +10,9 @@ first and warn for some of the second; a port should not start from a guess).
 import json
 import os
 from collections.abc import Mapping
+from typing import NamedTuple
+
+from tf_posenc import _validation
 
 # transformers' names that differ from tf_posenc's: "dynamic" is its length-dependent NTK
 # (keras-hub's "dynamic" is another rule), "default" the unscaled rotation, "su" Phi-3's old
@@ -38,7 +41,13 @@ _REQUIRED = {
 
 def _as_dict(config):
     if isinstance(config, (str, os.PathLike)):
-        with open(config, encoding="utf-8") as file:
+        path = os.path.join(config, "config.json") if os.path.isdir(config) else config
+        if not os.path.isfile(path):
+            raise ValueError(
+                "`config` must be a config dict, a config object, a `config.json` or the checkpoint "
+                f"folder holding one. Received: config={os.fspath(config)!r} ({path!r} is not a file)"
+            )
+        with open(path, encoding="utf-8") as file:
             return json.load(file)
     if isinstance(config, Mapping):
         return dict(config)
@@ -53,6 +62,12 @@ def _language_model(config):
     if config.get("text_config") is not None and not any(key in config for key in own):
         return _as_dict(config["text_config"])
     return config
+
+
+def read(config):
+    """`config` (a dict, a path, a checkpoint folder or a transformers config) as a dict: the
+    language model's part of a multimodal config."""
+    return _language_model(_as_dict(config))
 
 
 def _one(name, candidates, default=None):
@@ -92,10 +107,11 @@ def _layer_parameters(config, layer_type):
         if layer_type == "sliding_attention":
             return {"rope_type": "default", "rope_theta": config["rope_local_base_freq"]}
         return parameters
-    if layer_type is not None:
+    listed = set(layer_types_of(config)) or set(_ATTENTION_TYPES)
+    if layer_type is not None and layer_type not in listed:
         raise ValueError(
-            "The config rotates every layer alike: `layer_type` must be None. "
-            f"Received: layer_type={layer_type!r}"
+            f"`layer_type` must be None or a layer type of the config, one of {sorted(listed)} (every "
+            f"layer rotates alike). Received: layer_type={layer_type!r}"
         )
     return parameters
 
@@ -122,7 +138,7 @@ def _head_dim(config, layer_type):
 
 def rotary_arguments(config, layer_type=None):
     """`RotaryEmbedding` constructor arguments for the rotary embedding `config` describes."""
-    config = _language_model(_as_dict(config))
+    config = read(config)
     parameters = _layer_parameters(config, layer_type)
     given_type = _one(
         "rope_type", {"rope_type": parameters.get("rope_type"), "type": parameters.get("type")}, "default"
@@ -228,5 +244,159 @@ def rotary_arguments(config, layer_type=None):
 
 
 def _interleaves(config):
-    """transformers' default `rope_interleave`: True for DeepSeek-V3's configs, which omit it."""
-    return config.get("model_type") in ("deepseek_v3", "deepseek_v32")
+    """Whether the model's code rotates interleaved pairs: transformers' default
+    `rope_interleave` for DeepSeek-V3's configs, which omit it, and the models whose rotation
+    pairs `2j` with `2j + 1` in their code (Cohere's `repeat_interleave`, Llama 4's and
+    DeepSeek-V2's complex products)."""
+    return config.get("model_type") in (
+        "deepseek_v2",
+        "deepseek_v3",
+        "deepseek_v32",
+        "cohere",
+        "cohere2",
+        "cohere2_moe",
+        "llama4",
+        "llama4_text",
+    )
+
+
+# Each model type's config class defaults (transformers 5.24), for config.json files that omit
+# the keys.
+_ATTENTION_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+_SLIDING_WINDOW_DEFAULTS = {
+    "mistral": 4096,
+    "qwen2": 4096,
+    "qwen2_moe": 4096,
+    "qwen3": 4096,
+    "gemma2": 4096,
+    "gemma3": 4096,
+    "gemma3_text": 4096,
+    "cohere2": 4096,
+    "gpt_oss": 128,
+}
+_PATTERN_DEFAULTS = {"gemma2": 2, "gpt_oss": 2, "gemma3": 6, "gemma3_text": 6, "cohere2": 4}
+_MAX_WINDOW_LAYERS = ("qwen2", "qwen2_moe", "qwen3")
+_NO_ROPE_LAYERS = ("llama4", "llama4_text", "smollm3")
+
+
+class LayerEntry(NamedTuple):
+    """One decoder layer's position side, in plain Python: whether it rotates, with the rope
+    of which layer type (`None`: the config's only rope), its window, chunk, temperature
+    (`(floor_scale, attn_scale)` or None) and whether it is causal."""
+
+    rotates: bool
+    rope_key: str | None
+    sliding_window: int | None
+    chunk_size: int | None
+    temperature: tuple | None
+    causal: bool
+
+
+def _count(config):
+    layers = config.get("num_hidden_layers")
+    if layers is None:
+        raise ValueError("The config must give `num_hidden_layers`. Received: none")
+    return _validation.positive_int("num_hidden_layers", layers)
+
+
+def _no_rope_layers(config):
+    """Llama 4's and SmolLM3's `no_rope_layers`: 1 where the layer rotates. An absent (or, for
+    Llama 4, empty) list means every `no_rope_layer_interval`-th layer (default 4) does not."""
+    layers = _count(config)
+    given = config.get("no_rope_layers")
+    if given is None or (not given and config.get("model_type") != "smollm3"):
+        interval = config.get("no_rope_layer_interval") or 4
+        return [int((index + 1) % interval != 0) for index in range(layers)]
+    if len(given) != layers:
+        raise ValueError(
+            f"The config's `no_rope_layers` must have one entry per layer (num_hidden_layers={layers}). "
+            f"Received: len(no_rope_layers)={len(given)}"
+        )
+    return [int(value) for value in given]
+
+
+def _sliding_window(config):
+    """The window of the config's sliding layers, after its config class's rules."""
+    model_type = config.get("model_type")
+    window = config.get("sliding_window", _SLIDING_WINDOW_DEFAULTS.get(model_type))
+    if model_type in (*_MAX_WINDOW_LAYERS, "smollm3") and not config.get("use_sliding_window", False):
+        return None  # Qwen2 and SmolLM3 set a window only with `use_sliding_window`
+    return window
+
+
+def layer_types_of(config):
+    """Each decoder layer's attention type: `layer_types`, or the default its model's config
+    class derives; empty for a config that gives neither a list nor its number of layers."""
+    listed = config.get("layer_types")
+    model_type = config.get("model_type")
+    if listed is not None:
+        if config.get("num_hidden_layers") is not None and len(listed) != config["num_hidden_layers"]:
+            raise ValueError(
+                "The config's `layer_types` must have one entry per layer "
+                f"(num_hidden_layers={config['num_hidden_layers']}). Received: len(layer_types)={len(listed)}"
+            )
+        return list(listed)
+    if config.get("num_hidden_layers") is None:
+        return []
+    layers = _count(config)
+    if model_type in _PATTERN_DEFAULTS:
+        pattern = config.get("sliding_window_pattern") or _PATTERN_DEFAULTS[model_type]
+        return ["sliding_attention" if (index + 1) % pattern else "full_attention" for index in range(layers)]
+    if model_type in _MAX_WINDOW_LAYERS:
+        window, first = _sliding_window(config), config.get("max_window_layers", 28)
+        return [
+            "sliding_attention" if window is not None and index >= first else "full_attention"
+            for index in range(layers)
+        ]
+    if model_type in ("llama4", "llama4_text"):
+        chunked = config.get("attention_chunk_size", 8192) is not None
+        return [
+            "chunked_attention" if rotates and chunked else "full_attention"
+            for rotates in _no_rope_layers(config)
+        ]
+    if model_type == "smollm3":
+        sliding = config.get("use_sliding_window", False) and config.get("sliding_window") is not None
+        return [
+            "sliding_attention" if sliding and not rotates else "full_attention"
+            for rotates in _no_rope_layers(config)
+        ]
+    return ["full_attention"] * layers
+
+
+def attention_layers(config):
+    """One `LayerEntry` per decoder layer of `config` (a dict from `read`), as transformers
+    5.24's attention modules decide them."""
+    model_type = config.get("model_type")
+    types = layer_types_of(config) or ["full_attention"] * _count(config)
+    unknown = sorted(set(types) - set(_ATTENTION_TYPES))
+    if unknown:
+        raise ValueError(
+            f"The config's `layer_types` must hold {_ATTENTION_TYPES}. Received: layer types {unknown}"
+        )
+    parameters = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    per_type = any(key in parameters for key in _ATTENTION_TYPES) or "rope_local_base_freq" in config
+    rotating = _no_rope_layers(config) if model_type in _NO_ROPE_LAYERS else [1] * len(types)
+    window = _sliding_window(config)
+    causal = not config.get("use_bidirectional_attention", False)
+    if not causal and window is not None:
+        window //= 2  # Gemma 3's bidirectional window: |q - k| < W // 2 + 1
+    entries = []
+    for kind, rotates in zip(types, rotating, strict=True):
+        if model_type == "cohere2":
+            rotates = kind == "sliding_attention"  # Cohere2 rotates on its sliding layers only
+        if model_type == "mistral":
+            layer_window = window  # every Mistral layer slides (its config has no layer types)
+        else:
+            layer_window = window if kind == "sliding_attention" else None
+        chunk = config.get("attention_chunk_size", 8192) if kind == "chunked_attention" else None
+        temperature = None
+        if (
+            model_type in ("llama4", "llama4_text")
+            and not rotates
+            and config.get("attn_temperature_tuning", True)
+        ):
+            temperature = (config.get("floor_scale", 8192), config.get("attn_scale", 0.1))
+        entries.append(
+            LayerEntry(bool(rotates), kind if per_type else None, layer_window, chunk, temperature, causal)
+        )
+    return entries

@@ -74,7 +74,7 @@ def _graph_checks():
     return keras.backend.backend() == "tensorflow"
 
 
-def _is_python_int(value):
+def is_python_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
@@ -127,14 +127,37 @@ def _numbers(name, values, allow_floats=True):
     return values
 
 
-def checked_values(name, values, limit=LARGEST):
-    """`values` (integers, or floats holding whole numbers) as int32 positions below `limit`."""
-    return _in_range(name, _numbers(name, values), limit)
+def checked_values(name, values, limit=LARGEST, allow_floats=True):
+    """`values` (integers, or where `allow_floats` floats holding whole numbers) as int32
+    positions below `limit`. A symbolic input of a functional model gets an operation that makes
+    the same checks whenever the model runs."""
+    values = _numbers(name, values, allow_floats)
+    if isinstance(values, keras.KerasTensor):
+        return CheckedValues(name, limit.value, limit.name)(values)
+    return _in_range(name, values, limit)
+
+
+@keras.saving.register_keras_serializable(package="tf_posenc")
+class CheckedValues(keras.Operation):
+    """`checked_values` as an operation of a functional model (saved with it)."""
+
+    def __init__(self, what, limit, limit_name=None, name=None):
+        super().__init__(name=name)
+        self.what, self.limit, self.limit_name = what, limit, limit_name
+
+    def call(self, values):
+        return _in_range(self.what, values, Limit(self.limit, self.limit_name))
+
+    def compute_output_spec(self, values):
+        return keras.KerasTensor(values.shape, "int32")
+
+    def get_config(self):
+        return {"what": self.what, "limit": self.limit, "limit_name": self.limit_name, "name": self.name}
 
 
 def _checked_start(start_index, inputs, sequence_axis, limit):
     seq_len = inputs.shape[sequence_axis]
-    if _is_python_int(start_index):
+    if is_python_int(start_index):
         start = _validation.non_negative_int("start_index", start_index)
         limit.check_fits(start, seq_len or 0)
         if seq_len is not None or not _graph_checks():
@@ -172,12 +195,21 @@ def _checked_sequence_positions(positions, inputs, sequence_axis, limit):
             raise ValueError(
                 f"`positions` must have {what}={wanted}). Received: positions with shape {positions.shape}"
             )
-        if (wanted is None or given is None) and _graph_checks():
-            sizes = tf.stack([tf.shape(positions)[axis], tf.shape(inputs)[input_axis]])
-            sizes = _checked(sizes, [(lambda sizes: sizes[0] == sizes[1], f"`positions` must have {what}).")])
-            with tf.control_dependencies([sizes]):
-                positions = tf.identity(positions)
+        positions = same_size(positions, axis, inputs, input_axis, f"`positions` must have {what}).")
     return _in_range("positions", positions, limit)
+
+
+def same_size(tensor, axis, other, other_axis, message):
+    """`tensor`, after a graph check that its `axis` has the size of `other`'s `other_axis`
+    where either is known only when the graph runs (where both are known, the caller has
+    compared them)."""
+    known = (tensor.shape[axis], other.shape[other_axis])
+    if None not in known or not _graph_checks():
+        return tensor
+    sizes = tf.stack([tf.shape(tensor)[axis], tf.shape(other)[other_axis]])
+    sizes = _checked(sizes, [(lambda sizes: sizes[0] == sizes[1], message)])
+    with tf.control_dependencies([sizes]):
+        return tf.identity(tensor)
 
 
 def resolve(inputs, sequence_axis, limit, start_index=0, positions=None):
@@ -193,7 +225,7 @@ def resolve(inputs, sequence_axis, limit, start_index=0, positions=None):
             holding whole numbers; given, `start_index` must stay `0`.
     """
     if positions is not None:
-        if not (_is_python_int(start_index) and start_index == 0):
+        if not (is_python_int(start_index) and start_index == 0):
             raise ValueError(
                 "Pass either `start_index` or `positions`, not both. "
                 f"Received: start_index={start_index!r} with positions"
@@ -211,7 +243,7 @@ def extent(positions, length):
         if known is None:
             return ops.max(positions.values) + 1
         return int(known.max()) + 1 if known.size else 0
-    start = positions.start if _is_python_int(positions.start) else _known_value(positions.start)
+    start = positions.start if is_python_int(positions.start) else _known_value(positions.start)
     if start is not None and isinstance(length, int):
         return int(start) + length
     return positions.start + length

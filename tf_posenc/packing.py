@@ -16,7 +16,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from tf_posenc import _validation
+from tf_posenc import _positions, _validation
 
 CONTEXT_PARALLEL_SCHEMES = ("zigzag", "contiguous")
 
@@ -25,18 +25,19 @@ CONTEXT_PARALLEL_SCHEMES = ("zigzag", "contiguous")
 # model, `==` compares the objects themselves.
 
 
-def _segment_ids(segment_ids):
+def checked_segment_ids(segment_ids, name="segment_ids"):
+    """`segment_ids` as int32 `(batch, seq_len)`, after the checks: integers, 0 for padding and
+    positive ids for documents (a negative id is refused, by the graph where it is only known
+    when the graph runs)."""
     segment_ids = ops.convert_to_tensor(segment_ids)
     dtype = keras.backend.standardize_dtype(segment_ids.dtype)
     if "int" not in dtype:
-        raise TypeError(
-            f"`segment_ids` must hold integers (0 for padding). Received: segment_ids.dtype={dtype}"
-        )
+        raise TypeError(f"`{name}` must hold integers (0 for padding). Received: {name}.dtype={dtype}")
     if len(segment_ids.shape) != 2:
         raise ValueError(
-            f"`segment_ids` must have shape (batch, seq_len). Received: segment_ids.shape={segment_ids.shape}"
+            f"`{name}` must have shape (batch, seq_len). Received: {name}.shape={segment_ids.shape}"
         )
-    return ops.cast(segment_ids, "int32")
+    return _positions.checked_values(name, segment_ids, allow_floats=False)
 
 
 def _column_index(values):
@@ -77,7 +78,7 @@ def positions_from_segment_ids(segment_ids):
     >>> keras.ops.convert_to_numpy(positions_from_segment_ids([[1, 1, 1, 2, 2, 0, 0]]))
     array([[0, 1, 2, 0, 1, 0, 0]], dtype=int32)
     """
-    segment_ids = _segment_ids(segment_ids)
+    segment_ids = checked_segment_ids(segment_ids)
     index = _column_index(segment_ids)
     previous = ops.take_along_axis(segment_ids, ops.maximum(index - 1, 0), axis=1)
     starts = ops.logical_or(ops.not_equal(segment_ids, previous), ops.equal(index, 0))
@@ -111,7 +112,7 @@ def segment_attention_mask(segment_ids, causal=False):
     """
     if not isinstance(causal, bool):
         raise ValueError(f"`causal` must be a boolean. {_validation.received('causal', causal)}")
-    segment_ids = _segment_ids(segment_ids)
+    segment_ids = checked_segment_ids(segment_ids)
     # expand_dims, not [..., None]: TensorFlow Lite has no builtin for that slice.
     queries, keys = ops.expand_dims(segment_ids, 2), ops.expand_dims(segment_ids, 1)
     mask = ops.logical_and(ops.equal(queries, keys), ops.not_equal(queries, 0))

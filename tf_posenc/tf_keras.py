@@ -16,7 +16,7 @@ except ImportError as error:
         "package, the Keras 2 that `tf.keras` then stands for: `pip install tf-keras`."
     ) from error
 
-from tf_posenc import layers
+from tf_posenc import attention, layers
 from tf_posenc.layers.axial_rotary_embedding import AxialRotaryEmbeddingMixin
 from tf_posenc.layers.base import SinusoidLayerMixin
 from tf_posenc.layers.patch_positional_encoding import PatchPositionalEncodingMixin
@@ -26,7 +26,7 @@ from tf_posenc.layers.rotary_embedding import RotaryEmbeddingMixin
 from tf_posenc.layers.timestep_embedding import TimestepEmbeddingMixin
 from tf_posenc.layers.video_positional_encoding import VideoPositionalEncodingMixin
 
-__all__ = list(layers.__all__)  # the same names as the Keras 3 layers
+__all__ = [*layers.__all__, "hf_attention_layers"]  # the same names as the Keras 3 layers
 
 _serializable = tf_keras.saving.register_keras_serializable(package="tf_posenc")
 
@@ -123,3 +123,15 @@ class VideoPositionalEncoding(VideoPositionalEncodingMixin, SinusoidLayer):
     >>> VideoPositionalEncoding((5, 3), 4, 32)(video).shape
     TensorShape([None, 4, 3, 5, 32])
     """
+
+
+def hf_attention_layers(config, **kwargs):
+    """`tf_posenc.hf_attention_layers` with tf_keras `RotaryEmbedding` layers.
+
+    Example:
+
+    >>> plan = hf_attention_layers({"num_hidden_layers": 2, "head_dim": 16})
+    >>> type(plan[0].rope).__module__, plan[0].rope is plan[1].rope
+    ('tf_posenc.tf_keras', True)
+    """
+    return attention._plan(RotaryEmbedding, config, kwargs)

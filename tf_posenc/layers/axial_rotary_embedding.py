@@ -1,9 +1,8 @@
 import keras
 import numpy as np
 
-from tf_posenc import _positions, _rows, _validation, encoding
+from tf_posenc import _positions, _rotation, _rows, _validation, encoding
 from tf_posenc.layers.base import SinusoidLayer
-from tf_posenc.layers.rotary_embedding import ROTARY_LAYOUTS, grouped_rows, rotate, rotation_dtype
 
 
 class AxialRotaryEmbeddingMixin:
@@ -26,7 +25,7 @@ class AxialRotaryEmbeddingMixin:
                 )
         self.axes_dim = tuple(int(width) for width in axes_dim)
         self.max_wavelength = _validation.wavelength("max_wavelength", max_wavelength)
-        self.layout = _validation.one_of("layout", layout, ROTARY_LAYOUTS)
+        self.layout = _validation.one_of("layout", layout, _rotation.ROTARY_LAYOUTS)
         scales = (
             position_scale if isinstance(position_scale, (tuple, list)) else [position_scale] * len(axes_dim)
         )
@@ -71,10 +70,10 @@ class AxialRotaryEmbeddingMixin:
         groups = [
             (positions.values[..., axis], constants) for axis, constants in enumerate(self._axis_constants)
         ]
-        return grouped_rows(groups, rotation_dtype(self.compute_dtype))
+        return _rotation.grouped_rows(groups, _rotation.rotation_dtype(self.compute_dtype))
 
     def _combine(self, inputs, rows):
-        return rotate(inputs, rows, self.layout, self.compute_dtype)
+        return _rotation.rotate(inputs, rows, self.layout, self.compute_dtype)
 
     def frequencies(self):
         """The float64 angular frequency of every feature pair, axis after axis (times its

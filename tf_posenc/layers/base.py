@@ -39,24 +39,26 @@ class _EagerFunctions:
     def __deepcopy__(self, memo):
         return _EagerFunctions()
 
-    def __call__(self, layer, inputs, positions, kept_axes):
+    def __call__(self, layer, inputs, positions, kept_axes, combine):
         if keras.backend.backend() == "jax":
-            return self._jax(layer, inputs, positions)
-        return self._tensorflow(layer, inputs, positions, kept_axes)
+            return self._jax(layer, inputs, positions, combine)
+        return self._tensorflow(layer, inputs, positions, kept_axes, combine)
 
-    def _jax(self, layer, inputs, positions):
+    def _jax(self, layer, inputs, positions, combine):
         import jax
 
-        if not self._functions:
+        if "rows" not in self._functions:
 
             def rows(inputs, positions):
                 self.traces += 1
                 return layer._rows_for(inputs, positions)
 
-            self._functions = {"rows": jax.jit(rows), "combine": jax.jit(layer._combine)}
-        return self._functions["combine"](inputs, self._functions["rows"](inputs, positions))
+            self._functions["rows"] = jax.jit(rows)
+        if combine not in self._functions:
+            self._functions[combine] = jax.jit(getattr(layer, combine))
+        return self._functions[combine](inputs, self._functions["rows"](inputs, positions))
 
-    def _tensorflow(self, layer, inputs, positions, kept_axes):
+    def _tensorflow(self, layer, inputs, positions, kept_axes, combine):
         rank = len(inputs.shape)
         kept = sorted(axis % rank for axis in kept_axes)
         arguments, kind = [inputs], None
@@ -66,6 +68,7 @@ class _EagerFunctions:
                 tf.convert_to_tensor(positions.start, tf.int32) if kind == "start" else positions.values
             )
         key = (
+            combine,
             kind,
             inputs.dtype,
             rank,
@@ -85,7 +88,7 @@ class _EagerFunctions:
             def traced(inputs, where=None):
                 self.traces += 1
                 positions = None if kind is None else Positions(**{kind: where})
-                return layer._combine(inputs, layer._rows_for(inputs, positions))
+                return getattr(layer, combine)(inputs, layer._rows_for(inputs, positions))
 
             # The concrete function: calling it skips the signature matching of a `tf.function`.
             function = tf.function(traced, input_signature=specs).get_concrete_function()
@@ -150,12 +153,13 @@ class SinusoidLayerMixin:
         self._check_input_dtype(inputs.dtype)
         return inputs
 
-    def _run(self, inputs, positions=None, kept_axes=(-1,)):
-        """The rows of `positions` combined with `inputs`, compiled once for eager calls
-        (`kept_axes` are the axes of `inputs` whose sizes the steps depend on)."""
+    def _run(self, inputs, positions=None, kept_axes=(-1,), combine="_combine"):
+        """The rows of `positions` combined with `inputs` by the method named `combine`,
+        compiled once for eager calls (`kept_axes` are the axes of `inputs` whose sizes the
+        steps depend on)."""
         if _is_eager(inputs) and self._compiled_in_eager_calls():
-            return self._eager_functions(self, inputs, positions, kept_axes)
-        return self._combine(inputs, self._rows_for(inputs, positions))
+            return self._eager_functions(self, inputs, positions, kept_axes, combine)
+        return getattr(self, combine)(inputs, self._rows_for(inputs, positions))
 
     def _compiled_in_eager_calls(self):
         """Whether eager calls run compiled (a layer whose constants follow each call's values

@@ -2,10 +2,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from tf_posenc import _hf_config, _positions, _rows, _validation, encoding
+from tf_posenc import _hf_config, _positions, _rotation, _rows, _validation, encoding
 from tf_posenc.layers.base import SinusoidLayer
-
-ROTARY_LAYOUTS = ("half", "interleave")
 
 
 class RotaryEmbeddingMixin:
@@ -55,7 +53,7 @@ class RotaryEmbeddingMixin:
         self.sequence_axis = _validation.integer("sequence_axis", sequence_axis)
         self.feature_axis = _validation.integer("feature_axis", feature_axis)
         self.denominator_dim = _optional(_validation.positive_int, "denominator_dim", denominator_dim)
-        self.layout = _validation.one_of("layout", layout, ROTARY_LAYOUTS)
+        self.layout = _validation.one_of("layout", layout, _rotation.ROTARY_LAYOUTS)
         self.attention_factor = _optional(
             _validation.number_at_least, "attention_factor", attention_factor, 0, strict=True
         )
@@ -133,29 +131,117 @@ class RotaryEmbeddingMixin:
             return self.max_position_embeddings / self.original_max_position_embeddings
         return 1.0
 
-    def call(self, inputs, start_index=0, positions=None):
+    def call(self, inputs, start_index=0, positions=None, rows=None):
+        if rows is not None:
+            return self._rotate_with_rows(inputs, rows, start_index, positions)
         sequence_axis, feature_axis = self._axes(tuple(inputs.shape))
+        return self._run(
+            inputs, self._positions_of(inputs, start_index, positions), kept_axes=(feature_axis,)
+        )
+
+    def rows(self, inputs, start_index=0, positions=None):
+        """The rotation's `(cos, sin)` for `inputs`, to compute once and apply to many tensors.
+
+        Takes what a call takes and returns what that call rotates with, per rotating feature
+        in the layer's layout: transformers' position embeddings (`cos`, `sin` of each feature's
+        pair, the rope type's `attention_scaling` already in). `layer(x, rows=rows)` then
+        rotates any `x` whose sequence axis covers the same steps (queries and keys of any head
+        count, in every layer that shares this layer's configuration) with the bits a call
+        with the same positions gives, and computes no row of its own.
+
+        Args:
+            inputs: A tensor like the ones to rotate (its shape and dtype are read, not its
+                values): a sequence axis and a feature axis as the layer's.
+            start_index: Integer or scalar integer tensor, as for a call. Defaults to `0`.
+            positions: Optional positions, as for a call (M-RoPE's `(sections, batch, seq_len)`
+                included). Defaults to `None`.
+
+        Returns:
+            A tuple `(cos, sin)`, each `(batch or 1, seq_len, rotated width)`: batch 1 for a
+            `start_index` or `(seq_len,)` positions. Float32 (float64 under a float64 policy):
+            under mixed precision they stay float32, the rotation's own dtype, so that the
+            rotated features are rounded once, to the compute dtype.
+
+        Example:
+
+        >>> rope = RotaryEmbedding()
+        >>> queries, keys = keras.ops.ones((1, 3, 8, 64)), keras.ops.ones((1, 3, 2, 64))
+        >>> cos, sin = rope.rows(queries, start_index=5)
+        >>> tuple(cos.shape), tuple(rope(keys, rows=(cos, sin)).shape)
+        ((1, 3, 64), (1, 3, 2, 64))
+        """
+        _validation.dense_inputs(inputs)
+        sequence_axis, feature_axis = self._axes(tuple(inputs.shape))
+        where = self._positions_of(inputs, start_index, positions)
+        return self._run(inputs, where, kept_axes=(feature_axis,), combine="_position_embeddings")
+
+    def _positions_of(self, inputs, start_index, positions):
+        """The checked positions a call or `rows` covers (M-RoPE's per-section ids included)."""
+        sequence_axis, _ = self._axes(tuple(inputs.shape))
         self._check_input_dtype(inputs.dtype)
         rank = None if positions is None else len(getattr(positions, "shape", np.shape(positions)))
-        if self.mrope_section is not None and rank == 3:
-            # M-RoPE: one row of ids per section (t, h, w), each checked as positions are.
-            positions = ops.convert_to_tensor(positions)
-            if positions.shape[0] != len(self.mrope_section):
-                raise ValueError(
-                    f"`positions` for M-RoPE must have shape ({len(self.mrope_section)}, batch, seq_len): "
-                    "one row of ids per entry of `mrope_section`. "
-                    f"Received: positions with shape {positions.shape}"
-                )
-            axes = [
-                _positions.resolve(
-                    inputs, sequence_axis, _positions.LARGEST, start_index, positions[axis]
-                ).values
-                for axis in range(len(self.mrope_section))
-            ]
-            where = _positions.Positions(values=ops.stack(axes))
-        else:
-            where = _positions.resolve(inputs, sequence_axis, _positions.LARGEST, start_index, positions)
-        return self._run(inputs, where, kept_axes=(feature_axis,))
+        if self.mrope_section is None or rank != 3:
+            return _positions.resolve(inputs, sequence_axis, _positions.LARGEST, start_index, positions)
+        # M-RoPE: one row of ids per section (t, h, w), each checked as positions are.
+        positions = ops.convert_to_tensor(positions)
+        if positions.shape[0] != len(self.mrope_section):
+            raise ValueError(
+                f"`positions` for M-RoPE must have shape ({len(self.mrope_section)}, batch, seq_len): "
+                "one row of ids per entry of `mrope_section`. "
+                f"Received: positions with shape {positions.shape}"
+            )
+        axes = [
+            _positions.resolve(inputs, sequence_axis, _positions.LARGEST, start_index, positions[axis]).values
+            for axis in range(len(self.mrope_section))
+        ]
+        return _positions.Positions(values=ops.stack(axes))
+
+    def _position_embeddings(self, inputs, rows):
+        """Route rows (per-pair sines, then cosines) as `rows` returns them."""
+        if len(rows.shape) == 2:
+            rows = ops.expand_dims(rows, 0)
+        return _rotation.per_feature(rows, self.layout)
+
+    def _rotate_with_rows(self, inputs, rows, start_index, positions):
+        if positions is not None or not (_positions.is_python_int(start_index) and start_index == 0):
+            raise ValueError(
+                "Pass `rows` alone: they already hold the positions they were computed for. Received: "
+                f"rows with start_index={start_index!r}, positions={'None' if positions is None else 'given'}"
+            )
+        order = self._order(len(inputs.shape))
+        sequence_axis, feature_axis = self._axes(tuple(inputs.shape))
+        self._check_input_dtype(inputs.dtype)
+        width = self._rotated_width(inputs.shape[feature_axis])
+        if not isinstance(rows, (tuple, list)) or len(rows) != 2:
+            raise ValueError(
+                "`rows` must be the `(cos, sin)` pair that `rows()` returns. "
+                f"{_validation.received('rows', rows)}"
+            )
+        checked = []
+        for name, table in zip(("cos", "sin"), rows, strict=True):
+            table = ops.convert_to_tensor(table)
+            what = (
+                f"`rows` must be `(cos, sin)`, each (batch or 1, seq_len, {width}) for inputs.shape="
+                + str(tuple(inputs.shape))
+            )
+            dtype = keras.backend.standardize_dtype(table.dtype)
+            if "float" not in dtype:
+                raise TypeError(f"{what}. Received: {name}.dtype={dtype}")
+            shape = tuple(table.shape)
+            batch, length = inputs.shape[0], inputs.shape[sequence_axis]
+            if (
+                len(shape) != 3
+                or shape[-1] != width
+                or None not in (shape[1], length)
+                and shape[1] != length
+                or None not in (shape[0], batch)
+                and shape[0] not in (1, batch)
+            ):
+                raise ValueError(f"{what}. Received: {name} with shape {shape}")
+            table = _positions.same_size(table, 1, inputs, sequence_axis, f"{what}: seq_len differs.")
+            checked.append(ops.cast(table, _rotation.rotation_dtype(self.compute_dtype)))
+        cosine, sine = checked
+        return _rotation.rotate_with(inputs, cosine, sine, self.layout, self.compute_dtype, order)
 
     def get_config(self):
         return {
@@ -309,7 +395,7 @@ class RotaryEmbeddingMixin:
         float64 policy), for the positions along the sequence axis."""
         order = self._order(len(inputs.shape))
         sequence_axis, feature_axis = order[1], order[-1]
-        wide = rotation_dtype(self.compute_dtype)
+        wide = _rotation.rotation_dtype(self.compute_dtype)
         length = _positions.sequence_length(inputs, sequence_axis)
         dim = inputs.shape[feature_axis]
         if positions.values is not None and len(positions.values.shape) == 3:
@@ -341,12 +427,12 @@ class RotaryEmbeddingMixin:
             (values[axis], _rows.column_constants(*encoding.rotary_columns(frequencies[columns])))
             for axis, columns in sections
         ]
-        rows = grouped_rows(groups, dtype, self.attention_scaling)
+        rows = _rotation.grouped_rows(groups, dtype, self.attention_scaling)
         back = np.argsort(np.concatenate([columns for _, columns in sections]))
         return ops.take(rows, np.concatenate([back, back + len(frequencies)]).tolist(), axis=-1)
 
     def _combine(self, inputs, rows):
-        return rotate(inputs, rows, self.layout, self.compute_dtype, self._order(len(inputs.shape)))
+        return _rotation.rotate(inputs, rows, self.layout, self.compute_dtype, self._order(len(inputs.shape)))
 
     def _axes(self, shape):
         """The sequence and feature axes as non-negative numbers, after checking them."""
@@ -398,71 +484,6 @@ class RotaryEmbeddingMixin:
                     f"inputs.shape={shape}"
                 )
         return tuple(axes)
-
-
-def rotation_dtype(compute_dtype):
-    """The dtype of a rotation's rows and arithmetic: float64 under a float64 policy, else
-    float32 (rounded once to the compute dtype at the end)."""
-    return "float64" if compute_dtype == "float64" else "float32"
-
-
-def grouped_rows(groups, dtype, scale=1.0):
-    """Rotation rows of feature pairs in groups, each group turned by its own ids.
-
-    `groups` lists `(ids, constants)`: int32 ids of any shape and the group's `_rows.Constants`.
-    Returns the sines of every group's pairs, in group order, then their cosines.
-    """
-    sines, cosines = [], []
-    for ids, constants in groups:
-        rows = _rows.rows(_positions.Positions(values=ids), None, constants, dtype, scale=scale)
-        sine, cosine = ops.split(rows, 2, axis=-1)
-        sines.append(sine)
-        cosines.append(cosine)
-    return ops.concatenate([*sines, *cosines], axis=-1)
-
-
-def rotate(inputs, rows, layout, compute_dtype, order=None):
-    """`inputs` with each feature pair turned by the angle whose sine and cosine `rows` hold,
-    rounded once to `compute_dtype`.
-
-    `rows`: the sines of every pair, then their cosines, `(seq_len, 2 * pairs)` or
-    `(batch, seq_len, 2 * pairs)`; features past `2 * pairs` pass through. `order`: the axes of
-    `inputs` as (batch, sequence, ..., features), where they are not in that order already.
-    """
-    rank = len(inputs.shape)
-    order = order or list(range(rank))
-    for _ in range(rank - 3):  # between the sequence and the features
-        # expand_dims, not [..., None, :]: TensorFlow Lite has no builtin for that slice.
-        rows = ops.expand_dims(rows, -2)
-    # Per feature: its pair's cosine, and its pair's sine with the sign the rotation gives
-    # it; arranged on the small table, so the inputs see one multiply-add.
-    sine, cosine = ops.split(rows, 2, axis=-1)
-    if layout == "half":
-        cosine = ops.concatenate([cosine, cosine], axis=-1)
-        signed_sine = ops.concatenate([-sine, sine], axis=-1)
-    else:
-        cosine = ops.reshape(ops.stack([cosine, cosine], axis=-1), ops.shape(rows))
-        signed_sine = ops.reshape(ops.stack([-sine, sine], axis=-1), ops.shape(rows))
-    x = ops.cast(ops.cast(inputs, compute_dtype), rows.dtype)
-    if order != list(range(rank)):
-        x = ops.transpose(x, order)
-    width = rows.shape[-1]
-    passed = None
-    if width < x.shape[-1]:  # partial rotary: the features past `width` pass through
-        x, passed = x[..., :width], ops.cast(x[..., width:], compute_dtype)
-    pairs = width // 2
-    if layout == "half":
-        first, second = ops.split(x, 2, axis=-1)
-        partner = ops.concatenate([second, first], axis=-1)
-    else:
-        paired = ops.reshape(x, (*ops.shape(x)[:-1], pairs, 2))
-        partner = ops.reshape(ops.flip(paired, axis=-1), ops.shape(x))
-    rotated = ops.cast(x * cosine + partner * signed_sine, compute_dtype)
-    if passed is not None:
-        rotated = ops.concatenate([rotated, passed], axis=-1)
-    if order == list(range(rank)):
-        return rotated
-    return ops.transpose(rotated, np.argsort(order).tolist())
 
 
 def _optional(check, name, value, *arguments, **options):

@@ -1,0 +1,103 @@
+"""The README's "Porting a Hugging Face decoder", run: its code block builds the attention of
+tiny Llama and Gemma 3 decoders (configs and weights in `port_weights`), and this module the rest
+of them (norms, MLPs, embeddings), as transformers 5.24's modeling code has them."""
+
+import pathlib
+import re
+
+import numpy as np
+from keras import ops
+
+import tf_posenc
+
+README = pathlib.Path(__file__).parent.parent / "README.md"
+
+
+def readme_port():
+    """The names the README's port block defines."""
+    text = README.read_text(encoding="utf-8")
+    block = re.search(r"<!-- port -->\n```python\n(.*?)```", text, re.S).group(1)
+    namespace = {}
+    exec(compile(block, "README.md (port)", "exec"), namespace)
+    return namespace
+
+
+class Port:
+    """A decoder of `config` with `weights` (transformers' names), called on `(tokens, cache,
+    cache_index)`: logits and the new cache."""
+
+    def __init__(self, config, weights, port=None):
+        port = port or readme_port()
+        self.config, self.rows_for_step = config, port["rows_for_step"]
+        self.gemma = config["model_type"].startswith("gemma")
+        self.plan = tf_posenc.hf_attention_layers(config)
+        hidden = config["hidden_size"]
+        self.weights = {name: ops.convert_to_tensor(value) for name, value in weights.items()}
+        attention_class = port["DecoderAttention"]
+        if self.gemma:
+
+            class GemmaAttention(attention_class):
+                def normalize(inner, q, k):  # noqa: N805 (the attention layer)
+                    prefix = f"model.layers.{inner.index}.self_attn."
+                    return self.norm(q, prefix + "q_norm.weight"), self.norm(k, prefix + "k_norm.weight")
+
+            attention_class = GemmaAttention
+        self.attention = []
+        for index, entry in enumerate(self.plan):
+            attention = attention_class(self.config, entry)
+            attention.index = index
+            for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+                kernel = weights[f"model.layers.{index}.self_attn.{name}.weight"].T
+                dense = getattr(attention, name)
+                dense.build((None, kernel.shape[0]))
+                dense.set_weights([kernel])
+            self.attention.append(attention)
+        self.embed_scale = np.float32(hidden**0.5) if self.gemma else None
+
+    def norm(self, x, name):
+        weight = self.weights[name]
+        normed = x * ops.rsqrt(ops.mean(x * x, axis=-1, keepdims=True) + self.config["rms_norm_eps"])
+        return normed * (1.0 + weight) if self.gemma else normed * weight
+
+    def mlp(self, x, index):
+        def linear(name, x):
+            return ops.matmul(x, ops.transpose(self.weights[f"model.layers.{index}.mlp.{name}.weight"]))
+
+        gate = linear("gate_proj", x)
+        gate = ops.gelu(gate, approximate=True) if self.gemma else ops.silu(gate)
+        return linear("down_proj", gate * linear("up_proj", x))
+
+    def empty_cache(self, slots, batch=1):
+        shape = (batch, slots, self.config["num_key_value_heads"], self.config["head_dim"])
+        return [(ops.zeros(shape), ops.zeros(shape)) for _ in self.plan]
+
+    def __call__(self, tokens, cache, cache_index):
+        steps = ops.shape(tokens)[1]
+        x = ops.take(self.weights["model.embed_tokens.weight"], tokens, axis=0)
+        if self.gemma:
+            x = x * self.embed_scale
+        rows = self.rows_for_step(self.plan, self.config["head_dim"], cache_index, steps)
+        positions = cache_index + ops.expand_dims(ops.arange(steps), 0)
+        new_cache = []
+        for index, attention in enumerate(self.attention):
+            prefix = f"model.layers.{index}."
+            mixed, layer_cache = attention(
+                self.norm(x, prefix + "input_layernorm.weight"),
+                rows=rows,
+                positions=positions,
+                cache=cache[index],
+                cache_index=cache_index,
+            )
+            new_cache.append(layer_cache)
+            if self.gemma:
+                x = x + self.norm(mixed, prefix + "post_attention_layernorm.weight")
+                fed = self.mlp(self.norm(x, prefix + "pre_feedforward_layernorm.weight"), index)
+                x = x + self.norm(fed, prefix + "post_feedforward_layernorm.weight")
+            else:
+                x = x + mixed
+                x = x + self.mlp(self.norm(x, prefix + "post_attention_layernorm.weight"), index)
+        x = self.norm(x, "model.norm.weight")
+        head = self.weights[
+            "model.embed_tokens.weight" if self.config["tie_word_embeddings"] else "lm_head.weight"
+        ]
+        return ops.matmul(x, ops.transpose(head)), new_cache

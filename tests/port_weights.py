@@ -1,0 +1,89 @@
+"""The tiny random-weight decoders the README's port is tested with: their configs and weights,
+made from a seed with NumPy alone (so the values transformers printed for them can be checked
+without torch). Weight names are transformers'; `(out, in)` matrices as `torch.nn.Linear` holds
+them."""
+
+import numpy as np
+
+LLAMA = {
+    "model_type": "llama",
+    "vocab_size": 16,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 8,
+    "rms_norm_eps": 1e-5,
+    "max_position_embeddings": 128,
+    "tie_word_embeddings": False,
+    "rope_parameters": {
+        "rope_type": "llama3",
+        "rope_theta": 500000.0,
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 16,
+    },
+}
+
+GEMMA3 = {
+    "model_type": "gemma3_text",
+    "vocab_size": 16,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 8,
+    "query_pre_attn_scalar": 8,
+    "rms_norm_eps": 1e-6,
+    "max_position_embeddings": 128,
+    "sliding_window": 4,
+    "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+    "hidden_activation": "gelu_pytorch_tanh",
+    "tie_word_embeddings": True,
+    "rope_parameters": {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+    },
+}
+
+TOKENS = np.array([[3, 14, 1, 5, 9, 2, 6, 5, 3, 5]], "int32")
+
+
+def weights(config, seed=0):
+    """Every weight of the model `config` describes, by transformers' name, in a fixed order."""
+    rng = np.random.default_rng(seed)
+    gemma = config["model_type"].startswith("gemma")
+    hidden, head = config["hidden_size"], config["head_dim"]
+    queries, keys = config["num_attention_heads"] * head, config["num_key_value_heads"] * head
+
+    def matrix(rows, columns):
+        return rng.normal(0, columns**-0.5, (rows, columns)).astype("float32")
+
+    def norm(width):  # Gemma scales by 1 + weight
+        return (rng.normal(0, 0.1, width) + (0 if gemma else 1)).astype("float32")
+
+    named = {"model.embed_tokens.weight": rng.normal(0, 1, (config["vocab_size"], hidden)).astype("float32")}
+    for index in range(config["num_hidden_layers"]):
+        prefix = f"model.layers.{index}."
+        named[prefix + "self_attn.q_proj.weight"] = matrix(queries, hidden)
+        named[prefix + "self_attn.k_proj.weight"] = matrix(keys, hidden)
+        named[prefix + "self_attn.v_proj.weight"] = matrix(keys, hidden)
+        named[prefix + "self_attn.o_proj.weight"] = matrix(hidden, queries)
+        if gemma:
+            named[prefix + "self_attn.q_norm.weight"] = norm(head)
+            named[prefix + "self_attn.k_norm.weight"] = norm(head)
+        named[prefix + "mlp.gate_proj.weight"] = matrix(config["intermediate_size"], hidden)
+        named[prefix + "mlp.up_proj.weight"] = matrix(config["intermediate_size"], hidden)
+        named[prefix + "mlp.down_proj.weight"] = matrix(hidden, config["intermediate_size"])
+        norms = ["input_layernorm", "post_attention_layernorm"]
+        if gemma:
+            norms += ["pre_feedforward_layernorm", "post_feedforward_layernorm"]
+        for name in norms:
+            named[prefix + name + ".weight"] = norm(hidden)
+    named["model.norm.weight"] = norm(hidden)
+    if not config["tie_word_embeddings"]:
+        named["lm_head.weight"] = matrix(config["vocab_size"], hidden)
+    return named

@@ -1,0 +1,302 @@
+"""The position side of attention: masks from positions, Llama 4's temperature, and each
+decoder layer's positions from a Hugging Face config.
+
+A mask here is a rule on the tokens' own positions, not on their slots: the positions a call
+rotates with (`start_index`, `positions_from_mask`, `positions_from_segment_ids`, a cache's
+slots) decide what a query sees, so left padding, packing and a key/value cache filled up to its
+index take one rule. The rules are transformers' (`masking_utils`, 5.24). Every function is
+written in `keras.ops` (graphs, XLA, JAX, SavedModel, TensorFlow Lite and ONNX alike).
+"""
+
+from typing import NamedTuple
+
+import keras
+from keras import ops
+
+from tf_posenc import _hf_config, _positions, _validation
+from tf_posenc.packing import checked_segment_ids
+
+
+def _positions_of(name, positions):
+    positions = _positions.checked_values(name, positions)
+    if len(positions.shape) not in (1, 2):
+        raise ValueError(
+            f"`{name}` must have shape (seq_len,) or (batch, seq_len). Received: {name} with shape "
+            f"{tuple(positions.shape)}"
+        )
+    return positions if len(positions.shape) == 2 else ops.expand_dims(positions, 0)
+
+
+def _same_batch(named):
+    """Raises unless the known batch sizes of `named` (name -> tensor, or None) agree, sizes of
+    1 aside (they broadcast)."""
+    sizes = {name: tensor.shape[0] for name, tensor in named.items() if tensor is not None}
+    known = {size for size in sizes.values() if size not in (None, 1)}
+    if len(known) > 1:
+        listed = ", ".join(f"{name} with batch {size}" for name, size in sizes.items())
+        raise ValueError(f"The masks' arguments must have one batch size (or 1). Received: {listed}")
+
+
+def _matching(name, tensor, like, like_name):
+    """`tensor` of shape `like.shape` (static sizes compared; unknown ones checked by the graph)."""
+    if len(tensor.shape) != 2:
+        raise ValueError(
+            f"`{name}` must have shape (batch, seq_len), as `{like_name}`. Received: {name} with shape "
+            f"{tuple(tensor.shape)}"
+        )
+    for axis in (0, 1):
+        size, wanted = tensor.shape[axis], like.shape[axis]
+        if None not in (size, wanted) and size != wanted and not (axis == 0 and wanted == 1):
+            raise ValueError(
+                f"`{name}` must have the shape of `{like_name}`, {tuple(like.shape)}. Received: {name} "
+                f"with shape {tuple(tensor.shape)}"
+            )
+    if isinstance(tensor, keras.KerasTensor):
+        return tensor
+    return _positions.same_size(tensor, 1, like, 1, f"`{name}` must have the length of `{like_name}`.")
+
+
+def attention_mask(
+    query_positions,
+    key_positions,
+    *,
+    causal=True,
+    sliding_window=None,
+    chunk_size=None,
+    query_segment_ids=None,
+    key_segment_ids=None,
+    key_mask=None,
+):
+    """The boolean attention mask of queries and keys at the given positions (True = attend).
+
+    The rules are transformers' (`masking_utils` in 5.24), on each token's own position `q` (a
+    query) and `k` (a key):
+
+    * `causal=True` keeps `k <= q`.
+    * `sliding_window=W` keeps `q - W < k <= q`: `W` keys, the query's own included
+      (Mistral, Gemma 2 and 3, Qwen2, gpt-oss, Cohere2). With `causal=False` it keeps
+      `|q - k| <= W`, transformers' bidirectional window (`sliding_window_bidirectional_overlay`;
+      Gemma 3's bidirectional mode keeps `|q - k| < W // 2 + 1`, the same as `W // 2` here).
+    * `chunk_size=C` keeps keys in the query's chunk, `k // C == q // C` (Llama 4; positions
+      count from each row's first real token, as transformers' chunks do).
+    * Segment ids keep keys of the query's own document; id 0 is padding, which attends to
+      nothing and is attended by nothing.
+    * `key_mask` keeps the keys it marks: for example the cache slots written so far, or a
+      padding mask.
+
+    Args:
+        query_positions: Integer tensor `(q_len,)` or `(batch, q_len)`: each query's position.
+        key_positions: Integer tensor `(k_len,)` or `(batch, k_len)`: each key's position (for a
+            cache, the position each slot holds).
+        causal: Boolean. Defaults to `True`.
+        sliding_window: Optional positive integer. Defaults to `None`.
+        chunk_size: Optional positive integer. Defaults to `None`.
+        query_segment_ids: Optional integer tensor `(batch, q_len)`, with `key_segment_ids`.
+        key_segment_ids: Optional integer tensor `(batch, k_len)`, with `query_segment_ids`.
+        key_mask: Optional boolean (or 0/1) tensor `(k_len,)` or `(batch, k_len)`.
+
+    Returns:
+        A boolean tensor `(batch, q_len, k_len)` (batch 1 where every argument is
+        unbatched): what `keras.layers.MultiHeadAttention(attention_mask=...)` and
+        `keras.ops.dot_product_attention(mask=...)` (after `expand_dims(mask, 1)` for the
+        heads) take.
+
+    Example:
+
+    >>> # Step 2 of a decoding over a cache of 4 slots, with a window of 2.
+    >>> mask = attention_mask([2], [0, 1, 2, 3], sliding_window=2, key_mask=[1, 1, 1, 0])
+    >>> keras.ops.convert_to_numpy(mask).astype(int)
+    array([[[0, 1, 1, 0]]])
+    """
+    if not isinstance(causal, bool):
+        raise ValueError(f"`causal` must be a boolean. {_validation.received('causal', causal)}")
+    if sliding_window is not None:
+        _validation.positive_int("sliding_window", sliding_window)
+    if chunk_size is not None:
+        _validation.positive_int("chunk_size", chunk_size)
+    if (query_segment_ids is None) != (key_segment_ids is None):
+        raise ValueError(
+            "Pass `query_segment_ids` and `key_segment_ids` together. Received: "
+            f"query_segment_ids={'None' if query_segment_ids is None else 'given'}, "
+            f"key_segment_ids={'None' if key_segment_ids is None else 'given'}"
+        )
+    queries = _positions_of("query_positions", query_positions)
+    keys = _positions_of("key_positions", key_positions)
+    if key_mask is not None:
+        key_mask = ops.convert_to_tensor(key_mask)
+        if len(key_mask.shape) == 1:
+            key_mask = ops.expand_dims(key_mask, 0)
+        key_mask = ops.cast(_matching("key_mask", key_mask, keys, "key_positions"), "bool")
+    if query_segment_ids is not None:
+        query_segment_ids = _matching(
+            "query_segment_ids",
+            checked_segment_ids(query_segment_ids, "query_segment_ids"),
+            queries,
+            "query_positions",
+        )
+        key_segment_ids = _matching(
+            "key_segment_ids", checked_segment_ids(key_segment_ids, "key_segment_ids"), keys, "key_positions"
+        )
+    _same_batch(
+        {
+            "query_positions": queries,
+            "key_positions": keys,
+            "query_segment_ids": query_segment_ids,
+            "key_segment_ids": key_segment_ids,
+            "key_mask": key_mask,
+        }
+    )
+    # expand_dims, not [..., None]: TensorFlow Lite has no builtin for that slice.
+    q, k = ops.expand_dims(queries, 2), ops.expand_dims(keys, 1)
+    # Comparisons are `ops.greater` and friends, not `>`: on the symbolic tensors of a
+    # functional model, `>` compares the objects themselves.
+    keep = ops.less_equal(k, q) if causal else ops.ones_like(k - q, dtype="bool")  # (batch, q_len, k_len)
+    if sliding_window is not None:
+        if causal:
+            keep = ops.logical_and(keep, ops.greater(k, q - sliding_window))
+        else:  # differences, not sums: q + W may not fit an int32
+            distance = ops.abs(k - q)
+            keep = ops.logical_and(keep, ops.less_equal(distance, sliding_window))
+    if chunk_size is not None:
+        keep = ops.logical_and(
+            keep, ops.equal(ops.floor_divide(k, chunk_size), ops.floor_divide(q, chunk_size))
+        )
+    if query_segment_ids is not None:
+        same = ops.equal(ops.expand_dims(query_segment_ids, 2), ops.expand_dims(key_segment_ids, 1))
+        real = ops.logical_and(
+            ops.not_equal(ops.expand_dims(query_segment_ids, 2), 0),
+            ops.not_equal(ops.expand_dims(key_segment_ids, 1), 0),
+        )
+        keep = ops.logical_and(keep, ops.logical_and(same, real))
+    if key_mask is not None:
+        keep = ops.logical_and(keep, ops.expand_dims(key_mask, 1))
+    return keep
+
+
+class Temperature(NamedTuple):
+    """Llama 4's attention temperature of its layers without rotation: the arguments of
+    `attention_temperature` after `positions`."""
+
+    floor_scale: float
+    attn_scale: float
+
+
+def attention_temperature(positions, floor_scale, attn_scale):
+    """Llama 4's query scale for its layers without rotation (temperature tuning).
+
+    `log(floor((p + 1) / floor_scale) + 1) * attn_scale + 1` for each position `p`, computed in
+    float32 as transformers 5.24's `Llama4TextAttention` computes it, except the floor, which
+    for an integer `floor_scale` is exact integer arithmetic (transformers divides in float32,
+    which is the same below 2**24). transformers takes `p` from the cache position: pass the
+    positions the call covers.
+
+    Args:
+        positions: Integer tensor of any shape: the queries' positions.
+        floor_scale: Positive number (Llama 4: `8192`).
+        attn_scale: Number (Llama 4: `0.1`).
+
+    Returns:
+        A float32 tensor of the shape of `positions`; multiply the queries by it (for
+        `(batch, seq_len, heads, head_dim)` queries, after `expand_dims` twice at the end).
+
+    Example:
+
+    >>> scale = attention_temperature([0, 8190, 8191, 3 * 8192 - 1], 8192, 0.1)
+    >>> [round(float(value), 6) for value in keras.ops.convert_to_numpy(scale)]
+    [1.0, 1.0, 1.069315, 1.138629]
+    """
+    floor_scale = _validation.number_at_least("floor_scale", floor_scale, 0, strict=True)
+    attn_scale = _validation.number_at_least("attn_scale", attn_scale, float("-inf"))
+    positions = _positions.checked_values("positions", positions)
+    if floor_scale.is_integer():
+        # floor((p + 1) / s) without forming p + 1, which may not fit an int32.
+        scale = int(floor_scale)
+        steps = ops.floor_divide(positions, scale) + ops.cast(
+            ops.equal(positions % scale, scale - 1), "int32"
+        )
+        steps = ops.cast(steps, "float32")
+    else:
+        steps = ops.floor((ops.cast(positions, "float32") + 1.0) / floor_scale)
+    return ops.log1p(steps) * attn_scale + 1.0
+
+
+class AttentionLayer(NamedTuple):
+    """The position side of one decoder layer's attention, as `hf_attention_layers` reads it.
+
+    `rope`: the `RotaryEmbedding` its queries and keys rotate with (one object per distinct
+    rotation), or `None` for a layer without rotation. `sliding_window`, `chunk_size` and
+    `causal`: the arguments of `attention_mask` for this layer. `temperature`: `None`, or the
+    `Temperature` whose `attention_temperature` scales its queries.
+    """
+
+    rope: object
+    sliding_window: int | None
+    chunk_size: int | None
+    temperature: Temperature | None
+    causal: bool = True
+
+
+def hf_attention_layers(config, **kwargs):
+    """The position side of every decoder layer of a Hugging Face transformers model.
+
+    Decides per layer what transformers 5.24's modules decide, from the config alone (a
+    `config.json` as a dict, its path, the checkpoint folder holding it, or a transformers
+    config object):
+
+    * the layer types: `layer_types`, or where the config omits it the default its model's
+      config class derives (Gemma 2 alternates; Gemma 3 takes `sliding_window_pattern`,
+      default 6; Cohere2 4; Qwen2 slides the layers from `max_window_layers` on when
+      `use_sliding_window` is set; Llama 4 chunks its rotating layers; SmolLM3 slides its
+      layers without rotation when `use_sliding_window` is set);
+    * the rotation: one `RotaryEmbedding` per rope of the config (Gemma 3's full and sliding
+      layers differ), `None` where the layer does not rotate (Cohere2's full layers, Llama 4's
+      and SmolLM3's `no_rope_layers` entries of 0, where an absent list means every fourth
+      layer does not rotate), in the layout the model's code uses (Cohere2 and Llama 4 rotate
+      interleaved pairs);
+    * the window: `sliding_window` on the sliding layers (Mistral: on every layer; Qwen2 and
+      SmolLM3: none unless `use_sliding_window`), the chunk (`attention_chunk_size`) on Llama
+      4's chunked layers, and its temperature (`attn_temperature_tuning`, `floor_scale`,
+      `attn_scale`) on its layers without rotation.
+
+    Args:
+        config: The model's config, as `RotaryEmbedding.from_hf_config` takes it.
+        **kwargs: Constructor arguments for every `RotaryEmbedding` (`dtype`,
+            `sequence_axis`, ...).
+
+    Returns:
+        A list with one `AttentionLayer` per decoder layer: `rope`, `sliding_window`,
+        `chunk_size`, `temperature` and `causal`.
+
+    Example:
+
+    >>> config = {"model_type": "gemma3_text", "num_hidden_layers": 3, "head_dim": 16,
+    ...           "sliding_window": 512, "layer_types": ["sliding_attention"] * 2 + ["full_attention"],
+    ...           "rope_parameters": {
+    ...               "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+    ...               "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}}
+    >>> plan = hf_attention_layers(config)
+    >>> [(layer.rope.max_wavelength, layer.sliding_window) for layer in plan]
+    [(10000.0, 512), (10000.0, 512), (1000000.0, None)]
+    >>> plan[0].rope is plan[1].rope
+    True
+    """
+    from tf_posenc.layers import RotaryEmbedding
+
+    return _plan(RotaryEmbedding, config, kwargs)
+
+
+def _plan(rope_class, config, kwargs):
+    """`hf_attention_layers` with the `RotaryEmbedding` class of a Keras family."""
+    config = _hf_config.read(config)
+    ropes = {}
+    layers = []
+    for entry in _hf_config.attention_layers(config):
+        rope = None
+        if entry.rotates:
+            if entry.rope_key not in ropes:
+                arguments = _hf_config.rotary_arguments(config, entry.rope_key)
+                ropes[entry.rope_key] = rope_class(**{**arguments, **kwargs})
+            rope = ropes[entry.rope_key]
+        temperature = None if entry.temperature is None else Temperature(*entry.temperature)
+        layers.append(AttentionLayer(rope, entry.sliding_window, entry.chunk_size, temperature, entry.causal))
+    return layers
