@@ -420,7 +420,7 @@ def config_with(name, **changes):
         (config_with("phi-3-128k", rope_scaling__long_factor=[1.0] * 47), None, r"`long_factor` must have"),
         (config_with("gemma-3-4b"), None, r"`layer_type` must be one of"),
         (config_with("gemma-4"), "local", r"`layer_type` must be one of"),
-        (config_with("llama-3.1-8b"), "full_attention", r"`layer_type` must be None"),
+        (config_with("llama-3.1-8b"), "sliding_attention", r"`layer_type` must be None or a layer type"),
         (config_with("llama-3.1-8b", rope_scaling__type="linear"), None, r"gives `rope_type` twice"),
         (config_with("qwen3-8b", rope_parameters={"rope_type": "linear", "factor": 2.0},
                      rope_scaling={"rope_type": "linear", "factor": 4.0}), None, r"both `rope_parameters`"),

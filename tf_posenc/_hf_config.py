@@ -45,7 +45,8 @@ def _as_dict(config):
         if not os.path.isfile(path):
             raise ValueError(
                 "`config` must be a config dict, a config object, a `config.json` or the checkpoint "
-                f"folder holding one. Received: config={os.fspath(config)!r} ({path!r} is not a file)"
+                f"folder holding one. Received: config={os.fspath(config)!r} "
+                f"({os.fspath(path)!r} is not a file)"
             )
         with open(path, encoding="utf-8") as file:
             return json.load(file)
@@ -107,7 +108,7 @@ def _layer_parameters(config, layer_type):
         if layer_type == "sliding_attention":
             return {"rope_type": "default", "rope_theta": config["rope_local_base_freq"]}
         return parameters
-    listed = set(layer_types_of(config)) or set(_ATTENTION_TYPES)
+    listed = set(layer_types_of(config)) or _possible_layer_types(config)
     if layer_type is not None and layer_type not in listed:
         raise ValueError(
             f"`layer_type` must be None or a layer type of the config, one of {sorted(listed)} (every "
@@ -361,6 +362,16 @@ def layer_types_of(config):
             for rotates in _no_rope_layers(config)
         ]
     return ["full_attention"] * layers
+
+
+def _possible_layer_types(config):
+    """The layer types a config without `layer_types` or a layer count may have."""
+    model_type = config.get("model_type")
+    if model_type in (*_PATTERN_DEFAULTS, *_MAX_WINDOW_LAYERS, "smollm3"):
+        return {"full_attention", "sliding_attention"}
+    if model_type in ("llama4", "llama4_text"):
+        return {"full_attention", "chunked_attention"}
+    return {"full_attention"}
 
 
 def attention_layers(config):

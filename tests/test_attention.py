@@ -1,0 +1,680 @@
+"""The position side of attention: rows computed once and applied to many tensors, masks from
+positions, Llama 4's temperature, and every decoder layer's positions from a Hugging Face config."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from helpers import as_float64
+
+import tf_posenc
+from tf_posenc import (
+    RotaryEmbedding,
+    attention_mask,
+    attention_temperature,
+    hf_attention_layers,
+    positions_from_mask,
+    positions_from_segment_ids,
+    segment_attention_mask,
+)
+
+# ---------------------------------------------------------------------------------------------
+# Rows once, applied many times
+
+ROPES = {
+    "plain": {},
+    "interleave": {"layout": "interleave"},
+    "partial": {"partial_rotary_factor": 0.5},
+    "yarn": {"rope_type": "yarn", "scaling_factor": 4.0, "original_max_position_embeddings": 64},
+    "llama3": {"rope_type": "llama3", "scaling_factor": 8.0, "original_max_position_embeddings": 16},
+    "longrope": {
+        "rope_type": "longrope",
+        "short_factor": [1.0 + 0.1 * j for j in range(16)],
+        "long_factor": [2.0 + 0.3 * j for j in range(16)],
+        "original_max_position_embeddings": 16,
+        "max_position_embeddings": 64,
+    },
+    "bfloat16": {"dtype": "mixed_bfloat16"},
+    "float64": {"dtype": "float64"},
+    "heads-first": {"sequence_axis": 2, "feature_axis": -1},
+}
+
+
+def heads(rng, batch, steps, count, rope):
+    shape = (batch, count, steps, 32) if rope.sequence_axis == 2 else (batch, steps, count, 32)
+    return tf.constant(rng.normal(size=shape), rope.compute_dtype)
+
+
+@pytest.mark.parametrize("name", ROPES)
+def test_rows_rotate_queries_and_keys_with_the_bits_of_a_call(name):
+    rng = np.random.default_rng(0)
+    rope = RotaryEmbedding(**ROPES[name])
+    queries, keys = heads(rng, 2, 5, 8, rope), heads(rng, 2, 5, 2, rope)
+    # 14 + 5 crosses LongRoPE's switch at 16: the short factors before, the long ones after.
+    for where in ({"start_index": 0}, {"start_index": 14}, {"positions": [[0, 1, 2, 3, 4], [0, 0, 5, 6, 7]]}):
+        rows = rope.rows(queries, **where)
+        for x in (queries, keys):
+            np.testing.assert_array_equal(as_float64(rope(x, rows=rows)), as_float64(rope(x, **where)))
+    cos, sin = rope.rows(queries, start_index=3)
+    width = 16 if name == "partial" else 32
+    assert cos.shape == sin.shape == (1, 5, width)
+    assert cos.dtype == ("float64" if name == "float64" else "float32")  # the rotation's dtype
+
+
+@pytest.mark.parametrize("name", ["plain", "longrope", "bfloat16"])
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+def test_rows_in_a_compiled_step_of_unknown_length_have_the_bits_of_a_call(name, jit_compile):
+    rope = RotaryEmbedding(**ROPES[name])
+    spec = tf.TensorSpec((1, None, 8, 32), rope.compute_dtype)
+
+    @tf.function(input_signature=[spec, tf.TensorSpec((), tf.int32)], jit_compile=jit_compile)
+    def step(x, index):
+        return rope(x, rows=rope.rows(x, start_index=index)), rope(x, start_index=index)
+
+    rng = np.random.default_rng(1)
+    for index, steps in ((0, 7), (15, 1), (16, 1), (40, 3)):
+        with_rows, called = step(tf.constant(rng.normal(size=(1, steps, 8, 32)), rope.compute_dtype), index)
+        np.testing.assert_array_equal(as_float64(with_rows), as_float64(called))
+
+
+def test_rows_of_multimodal_positions_rotate_like_a_call():
+    rope = RotaryEmbedding(mrope_section=[4, 6, 6], mrope_interleaved=True)
+    ids, _ = tf_posenc.mrope_positions([[0, 0, 1, 1, 1, 1, 0]], image_grid_thw=[[1, 4, 4]])
+    x = tf.constant(np.random.default_rng(2).normal(size=(1, 7, 4, 32)), "float32")
+    rows = rope.rows(x, positions=ids)
+    np.testing.assert_array_equal(rope(x, rows=rows).numpy(), rope(x, positions=ids).numpy())
+
+
+def test_rows_are_transformers_position_embeddings():
+    # transformers' `cos, sin`: each feature's pair angle (the half layout repeats the per-pair
+    # values), times `attention_scaling`; float64 angles here, rounded once.
+    rope = RotaryEmbedding(rope_type="yarn", scaling_factor=4.0, original_max_position_embeddings=64)
+    cos, sin = rope.rows(np.zeros((1, 3, 2, 32), "float32"), start_index=1000)
+    angles = np.arange(1000, 1003)[:, None] * rope.frequencies(32)[None]
+    angles = np.concatenate([angles, angles], axis=-1)
+    np.testing.assert_array_equal(cos.numpy()[0], (np.cos(angles) * rope.attention_scaling).astype("float32"))
+    np.testing.assert_array_equal(sin.numpy()[0], (np.sin(angles) * rope.attention_scaling).astype("float32"))
+
+
+def test_bad_rows_are_clear_errors():
+    rope = RotaryEmbedding(partial_rotary_factor=0.5)
+    x = np.zeros((2, 5, 4, 32), "float32")
+    rows = rope.rows(x)
+    with pytest.raises(ValueError, match=r"Pass `rows` alone"):
+        rope(x, rows=rows, start_index=3)
+    with pytest.raises(ValueError, match=r"Pass `rows` alone"):
+        rope(x, rows=rows, positions=np.zeros((5,), "int32"))
+    with pytest.raises(ValueError, match=r"`rows` must be the `\(cos, sin\)` pair"):
+        rope(x, rows=rows[0])
+    with pytest.raises(
+        ValueError, match=r"each \(batch or 1, seq_len, 16\).*Received: cos with shape \(1, 5, 32\)"
+    ):
+        rope(x, rows=RotaryEmbedding().rows(x))
+    with pytest.raises(ValueError, match=r"Received: cos with shape \(1, 4, 16\)"):
+        rope(x, rows=rope.rows(x[:, :4]))
+    with pytest.raises(ValueError, match=r"Received: cos with shape \(3, 5, 16\)"):
+        rope(x, rows=rope.rows(np.zeros((3, 5, 4, 32), "float32"), positions=np.zeros((3, 5), "int32")))
+    with pytest.raises(TypeError, match=r"Received: cos.dtype=int32"):
+        rope(x, rows=(np.zeros((1, 5, 16), "int32"), rows[1]))
+
+    @tf.function(input_signature=[tf.TensorSpec((1, None, 4, 32)), tf.TensorSpec((1, None, 16))] * 1)
+    def rotate(x, table):
+        return rope(x, rows=(table, table))
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"seq_len differs"):
+        rotate(np.zeros((1, 5, 4, 32), "float32"), np.zeros((1, 4, 16), "float32"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Masks from positions
+
+# Printed by transformers 5.24.0, `masking_utils`: each mask function evaluated at every
+# (q_idx, kv_idx) of a sequence from 0 (row q, column kv; 1 = attend).
+TRANSFORMERS_MASKS = {
+    "causal_mask_function": ["100000", "110000", "111000", "111100", "111110", "111111"],
+    "sliding_window_causal_mask_function(3)": [
+        "10000000", "11000000", "11100000", "01110000", "00111000", "00011100", "00001110", "00000111",
+    ],
+    "sliding_window_bidirectional_mask_function(2)": [
+        "1110000", "1111000", "1111100", "0111110", "0011111", "0001111", "0000111",
+    ],
+    "chunked_causal_mask_function(3, left_padding=0)": [
+        "10000000", "11000000", "11100000", "00010000", "00011000", "00011100", "00000010", "00000011",
+    ],
+    "chunked_causal_mask_function(3, left_padding=2)": [
+        "10000000", "11000000", "00100000", "00110000", "00111000", "00000100", "00000110", "00000111",
+    ],
+    # Gemma 3's bidirectional mode for sliding_window=6 (its config turns it into 6 // 2 + 1).
+    "gemma3 _bidirectional_window_overlay(4)": [
+        "11110000", "11111000", "11111100", "11111110", "01111111", "00111111", "00011111", "00001111",
+    ],
+}  # fmt: skip
+
+
+def printed(name):
+    return np.array([[char == "1" for char in row] for row in TRANSFORMERS_MASKS[name]])
+
+
+def reference_mask(
+    q, k, causal=True, window=None, chunk=None, q_segments=None, k_segments=None, key_mask=None
+):
+    """transformers' rules (masking_utils) restated in NumPy on positions `(batch, q)`, `(batch, k)`."""
+    q, k = np.asarray(q)[:, :, None].astype(np.int64), np.asarray(k)[:, None, :].astype(np.int64)
+    keep = (k <= q) if causal else np.ones(np.broadcast_shapes(q.shape, k.shape), bool)
+    if window is not None:
+        keep &= (k > q - window) if causal else (np.abs(q - k) <= window)
+    if chunk is not None:
+        keep &= k // chunk == q // chunk
+    if q_segments is not None:
+        qs, ks = np.asarray(q_segments)[:, :, None], np.asarray(k_segments)[:, None, :]
+        keep &= (qs == ks) & (qs != 0) & (ks != 0)
+    if key_mask is not None:
+        keep &= np.asarray(key_mask, bool)[:, None, :]
+    return keep
+
+
+def test_masks_are_the_masks_transformers_prints():
+    def grid(length, **kwargs):
+        return attention_mask(np.arange(length), np.arange(length), **kwargs).numpy()[0]
+
+    np.testing.assert_array_equal(grid(6), printed("causal_mask_function"))
+    np.testing.assert_array_equal(
+        grid(8, sliding_window=3), printed("sliding_window_causal_mask_function(3)")
+    )
+    np.testing.assert_array_equal(
+        grid(7, causal=False, sliding_window=2), printed("sliding_window_bidirectional_mask_function(2)")
+    )
+    np.testing.assert_array_equal(
+        grid(8, chunk_size=3), printed("chunked_causal_mask_function(3, left_padding=0)")
+    )
+    np.testing.assert_array_equal(
+        grid(8, causal=False, sliding_window=6 // 2), printed("gemma3 _bidirectional_window_overlay(4)")
+    )
+    # Left padding: positions from the mask count from the first real token, as transformers'
+    # chunks do; the padding keys are left out by the mask, and their query rows are not used.
+    padding = np.array([[0, 0, 1, 1, 1, 1, 1, 1]])
+    positions = positions_from_mask(padding)
+    mask = attention_mask(positions, positions, chunk_size=3, key_mask=padding).numpy()[0]
+    expected = printed("chunked_causal_mask_function(3, left_padding=2)") & padding.astype(bool)
+    np.testing.assert_array_equal(mask[2:], expected[2:])
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 4, 5, 6, 7])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
+def test_sliding_window_boundaries(window, causal):
+    # A cache of 12 slots, queries at 5 .. 7: every key distance on both sides of W.
+    queries, keys = np.arange(5, 8)[None], np.arange(12)[None]
+    mask = attention_mask(queries, keys, causal=causal, sliding_window=window).numpy()
+    np.testing.assert_array_equal(mask, reference_mask(queries, keys, causal, window))
+    distance = queries[0, :, None] - keys[0, None, :]
+    kept = mask[0]
+    if causal:
+        assert kept[distance == window - 1].all() and not kept[distance == window].any()
+        assert not kept[distance < 0].any()
+    else:
+        assert kept[np.abs(distance) == window].all() and not kept[np.abs(distance) == window + 1].any()
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 4, 8])
+def test_chunks_end_at_their_edges(chunk):
+    positions = np.arange(17)[None]
+    mask = attention_mask(positions, positions, chunk_size=chunk).numpy()
+    np.testing.assert_array_equal(mask, reference_mask(positions, positions, chunk=chunk))
+    edge = chunk * 2  # the first position of the third chunk sees only its own chunk
+    assert mask[0, edge, edge] and not mask[0, edge, edge - 1]
+    if chunk > 1:
+        assert mask[0, edge - 1, edge - chunk] and not mask[0, edge - 1, edge - chunk - 1]
+
+
+def test_a_cache_filled_to_its_index_packing_and_padding_take_one_rule():
+    rng = np.random.default_rng(3)
+    slots = np.arange(10)
+    # Decoding step 6 over a cache of 10 slots: only the slots written so far.
+    written = slots <= 6
+    mask = attention_mask([[6]], slots, sliding_window=4, key_mask=written).numpy()
+    np.testing.assert_array_equal(mask, reference_mask([[6]], slots[None], window=4, key_mask=written[None]))
+    # Packed documents: the positions restart and the segments keep attention inside each.
+    segments = np.array([[1, 1, 1, 2, 2, 2, 2, 0], [3, 3, 3, 3, 3, 1, 1, 1]], "int32")
+    positions = positions_from_segment_ids(segments)
+    mask = attention_mask(
+        positions, positions, query_segment_ids=segments, key_segment_ids=segments, sliding_window=2
+    ).numpy()
+    np.testing.assert_array_equal(
+        mask, reference_mask(positions.numpy(), positions.numpy(), True, 2, None, segments, segments)
+    )
+    np.testing.assert_array_equal(
+        attention_mask(positions, positions, query_segment_ids=segments, key_segment_ids=segments).numpy(),
+        segment_attention_mask(segments, causal=True).numpy(),
+    )
+    # Random rules at once, batched against unbatched positions.
+    for _ in range(20):
+        q = np.sort(rng.integers(0, 40, (2, 5)), axis=1)
+        k = rng.integers(0, 40, (12,))
+        key_mask = rng.integers(0, 2, (2, 12)).astype(bool)
+        window, chunk = int(rng.integers(1, 9)), int(rng.integers(1, 9))
+        causal = bool(rng.integers(0, 2))
+        got = attention_mask(q, k, causal=causal, sliding_window=window, chunk_size=chunk, key_mask=key_mask)
+        expected = reference_mask(q, k[None], causal, window, chunk, key_mask=key_mask)
+        np.testing.assert_array_equal(got.numpy(), expected)
+
+
+def test_masks_in_graphs_of_unknown_sizes_and_under_xla():
+    specs = [
+        tf.TensorSpec((None, None), tf.int32),
+        tf.TensorSpec((None,), tf.int32),
+        tf.TensorSpec((None,), tf.bool),
+    ]
+    for jit_compile in (False, True):
+
+        @tf.function(input_signature=specs, jit_compile=jit_compile)
+        def mask(q, k, written):
+            return attention_mask(q, k, sliding_window=3, chunk_size=8, key_mask=written)
+
+        for steps, slots in ((1, 16), (5, 16), (3, 7)):
+            q = np.arange(slots - steps, slots)[None].astype("int32")
+            k = np.arange(slots).astype("int32")
+            written = k < slots - 1
+            np.testing.assert_array_equal(
+                mask(q, k, written).numpy(), reference_mask(q, k[None], True, 3, 8, key_mask=written[None])
+            )
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (
+            lambda: attention_mask([0, 1], [0, 1], sliding_window=0),
+            ValueError,
+            r"`sliding_window` must be a positive",
+        ),
+        (
+            lambda: attention_mask([0, 1], [0, 1], sliding_window=-2),
+            ValueError,
+            r"`sliding_window` must be a positive",
+        ),
+        (
+            lambda: attention_mask([0, 1], [0, 1], chunk_size=0),
+            ValueError,
+            r"`chunk_size` must be a positive",
+        ),
+        (lambda: attention_mask([0, 1], [0, 1], causal="yes"), ValueError, r"`causal` must be a boolean"),
+        (
+            lambda: attention_mask(np.zeros((1, 2, 3), "int32"), [0]),
+            ValueError,
+            r"`query_positions` must have shape \(seq_len,\) or \(batch, seq_len\)",
+        ),
+        (
+            lambda: attention_mask(np.zeros((2, 3), "int32"), np.zeros((3, 4), "int32")),
+            ValueError,
+            r"one batch size.*query_positions with batch 2, key_positions with batch 3",
+        ),
+        (
+            lambda: attention_mask([0, 1], [0, 1, 2], key_mask=[1, 1]),
+            ValueError,
+            r"`key_mask` must have the shape of `key_positions`",
+        ),
+        (
+            lambda: attention_mask([[0, 1]], [[0, 1]], query_segment_ids=[[1, 1]]),
+            ValueError,
+            r"Pass `query_segment_ids` and `key_segment_ids` together",
+        ),
+        (
+            lambda: attention_mask(
+                [[0, 1]], [[0, 1]], query_segment_ids=[[1, 1, 1]], key_segment_ids=[[1, 1]]
+            ),
+            ValueError,
+            r"`query_segment_ids` must have the shape of `query_positions`",
+        ),
+        (
+            lambda: attention_mask([0.5], [0]),
+            tf.errors.InvalidArgumentError,
+            r"`query_positions` given as floats",
+        ),
+        (
+            lambda: attention_mask([-1], [0]),
+            tf.errors.InvalidArgumentError,
+            r"`query_positions` must be non-negative",
+        ),
+        (
+            lambda: attention_mask([[0]], [[0]], query_segment_ids=[[-2]], key_segment_ids=[[1]]),
+            tf.errors.InvalidArgumentError,
+            r"`query_segment_ids` must be non-negative",
+        ),
+        (
+            lambda: positions_from_segment_ids([[1, 1, -2, -2]]),
+            tf.errors.InvalidArgumentError,
+            r"`segment_ids` must be non-negative",
+        ),
+        (
+            lambda: segment_attention_mask([[1, -2]]),
+            tf.errors.InvalidArgumentError,
+            r"`segment_ids` must be non-negative",
+        ),
+    ],
+    ids=[
+        "window-zero",
+        "window-negative",
+        "chunk-zero",
+        "causal-not-bool",
+        "positions-rank-3",
+        "batches-differ",
+        "key-mask-length",
+        "one-segment-ids",
+        "segment-ids-shape",
+        "fractional-positions",
+        "negative-positions",
+        "negative-query-segments",
+        "negative-segments-positions",
+        "negative-segments-mask",
+    ],
+)
+def test_bad_mask_arguments_are_clear_errors(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_negative_segment_ids_are_refused_in_graphs_and_functional_models():
+    graph = tf.function(positions_from_segment_ids, input_signature=[tf.TensorSpec((None, None), tf.int32)])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"`segment_ids` must be non-negative"):
+        graph(tf.constant([[1, -2]]))
+    segments = keras.Input((None,), dtype="int32")
+    model = keras.Model(segments, positions_from_segment_ids(segments))
+    np.testing.assert_array_equal(model(np.array([[1, 1, 2]])).numpy(), [[0, 1, 0]])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"`segment_ids` must be non-negative"):
+        model(np.array([[1, -2, 2]]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Llama 4's temperature
+
+# Printed by transformers 5.24.0 (torch 2.14.1): `Llama4TextAttention.forward`'s
+# `torch.log1p(torch.floor((positions.float() + 1.0) / floor_scale)) * attn_scale + 1.0` with
+# floor_scale=4096, attn_scale=0.1.
+TRANSFORMERS_TEMPERATURE = {
+    0: 1.0, 1: 1.0, 4094: 1.0, 4095: 1.06931471824646, 4096: 1.06931471824646, 8190: 1.06931471824646,
+    8191: 1.1098612546920776, 8192: 1.1098612546920776, 100000: 1.3218876123428345,
+    2**24 - 1: 1.8318010568618774,
+}  # fmt: skip
+
+
+def test_attention_temperature_is_llama4s():
+    positions = np.array(list(TRANSFORMERS_TEMPERATURE), "int32")
+    scales = attention_temperature(positions, 4096, 0.1).numpy()
+    assert scales.dtype == np.float32
+    np.testing.assert_array_equal(scales, np.array(list(TRANSFORMERS_TEMPERATURE.values()), "float32"))
+    # Against the formula in float64, past 2**24 too, where transformers' float32 positions round.
+    positions = np.array([0, 8191, 8192, 2**24 + 1, 2**31 - 2, 2**31 - 3], "int64")
+    exact = np.log1p(np.floor((positions + 1) / 8192)) * 0.1 + 1
+    got = attention_temperature(positions.astype("int32"), 8192, 0.1).numpy()
+    assert np.abs(got - exact).max() <= 2**-22
+    np.testing.assert_allclose(
+        attention_temperature([[5, 9]], 2.5, 1.0).numpy(), np.log1p([[2, 4]]) + 1, rtol=1e-7
+    )
+    with pytest.raises(ValueError, match=r"`floor_scale` must be a finite number greater than 0"):
+        attention_temperature([0], 0, 0.1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Every decoder layer's positions from its config
+
+TINY = {"vocab_size": 32, "hidden_size": 32, "intermediate_size": 32, "num_attention_heads": 2,
+        "num_key_value_heads": 1, "head_dim": 16}  # fmt: skip
+PLAN_CONFIGS = {
+    "llama": dict(model_type="llama", num_hidden_layers=2),
+    "mistral": dict(model_type="mistral", num_hidden_layers=2, sliding_window=6),
+    "mistral-none": dict(model_type="mistral", num_hidden_layers=2, sliding_window=None),
+    "mistral-default": dict(model_type="mistral", num_hidden_layers=2),
+    "qwen2-off": dict(
+        model_type="qwen2",
+        num_hidden_layers=4,
+        use_sliding_window=False,
+        sliding_window=6,
+        max_window_layers=2,
+    ),
+    "qwen2-on": dict(
+        model_type="qwen2",
+        num_hidden_layers=4,
+        use_sliding_window=True,
+        sliding_window=6,
+        max_window_layers=2,
+    ),
+    "qwen2-listed-off": dict(
+        model_type="qwen2",
+        num_hidden_layers=3,
+        use_sliding_window=False,
+        sliding_window=6,
+        layer_types=["full_attention", "sliding_attention", "full_attention"],
+    ),
+    "gemma2": dict(model_type="gemma2", num_hidden_layers=4, sliding_window=6),
+    "gemma3": dict(model_type="gemma3_text", num_hidden_layers=7, sliding_window=6, sliding_window_pattern=3),
+    "gemma3-default": dict(model_type="gemma3_text", num_hidden_layers=7),
+    "gpt_oss": dict(
+        model_type="gpt_oss",
+        num_hidden_layers=4,
+        num_local_experts=2,
+        num_experts_per_tok=1,
+        sliding_window=6,
+    ),
+    "cohere2": dict(model_type="cohere2", num_hidden_layers=5, sliding_window=6),
+    "llama4": dict(
+        model_type="llama4_text",
+        num_hidden_layers=8,
+        attention_chunk_size=16,
+        num_local_experts=2,
+        intermediate_size_mlp=32,
+    ),
+    "llama4-listed": dict(
+        model_type="llama4_text",
+        num_hidden_layers=4,
+        no_rope_layers=[1, 0, 0, 1],
+        attention_chunk_size=16,
+        attn_temperature_tuning=True,
+        floor_scale=4,
+        attn_scale=0.5,
+        num_local_experts=2,
+        intermediate_size_mlp=32,
+    ),
+    "llama4-nochunk": dict(
+        model_type="llama4_text",
+        num_hidden_layers=4,
+        attention_chunk_size=None,
+        attn_temperature_tuning=False,
+        num_local_experts=2,
+        intermediate_size_mlp=32,
+    ),
+    "smollm3-on": dict(model_type="smollm3", num_hidden_layers=8, use_sliding_window=True, sliding_window=6),
+    "smollm3-off": dict(
+        model_type="smollm3",
+        num_hidden_layers=4,
+        use_sliding_window=False,
+        sliding_window=6,
+        no_rope_layers=[1, 1, 0, 1],
+    ),
+}
+# Printed by transformers 5.24.0: `AutoModelForCausalLM.from_config(AutoConfig.for_model(**TINY,
+# **config))`, per decoder layer `[rotates, sliding_window, chunk_size, temperature]` read from
+# its attention module (`use_rope`, `sliding_window`, `config.attention_chunk_size` on
+# "chunked_attention" layers, `[floor_scale, attn_scale]` where `attn_temperature_tuning` and no
+# rope; Mistral's mask takes `config.sliding_window` for every layer, Cohere2 rotates where it
+# slides).
+TRANSFORMERS_PLANS = {
+    "llama": [[True, None, None, None], [True, None, None, None]],
+    "mistral": [[True, 6, None, None], [True, 6, None, None]],
+    "mistral-none": [[True, None, None, None], [True, None, None, None]],
+    "mistral-default": [[True, 4096, None, None], [True, 4096, None, None]],
+    "qwen2-off": [
+        [True, None, None, None],
+        [True, None, None, None],
+        [True, None, None, None],
+        [True, None, None, None],
+    ],
+    "qwen2-on": [
+        [True, None, None, None],
+        [True, None, None, None],
+        [True, 6, None, None],
+        [True, 6, None, None],
+    ],
+    "qwen2-listed-off": [[True, None, None, None], [True, None, None, None], [True, None, None, None]],
+    "gemma2": [
+        [True, 6, None, None],
+        [True, None, None, None],
+        [True, 6, None, None],
+        [True, None, None, None],
+    ],
+    "gemma3": [
+        [True, 6, None, None],
+        [True, 6, None, None],
+        [True, None, None, None],
+        [True, 6, None, None],
+        [True, 6, None, None],
+        [True, None, None, None],
+        [True, 6, None, None],
+    ],
+    "gemma3-default": [
+        [True, 4096, None, None],
+        [True, 4096, None, None],
+        [True, 4096, None, None],
+        [True, 4096, None, None],
+        [True, 4096, None, None],
+        [True, None, None, None],
+        [True, 4096, None, None],
+    ],
+    "gpt_oss": [
+        [True, 6, None, None],
+        [True, None, None, None],
+        [True, 6, None, None],
+        [True, None, None, None],
+    ],
+    "cohere2": [
+        [True, 6, None, None],
+        [True, 6, None, None],
+        [True, 6, None, None],
+        [False, None, None, None],
+        [True, 6, None, None],
+    ],
+    "llama4": [
+        [True, None, 16, None],
+        [True, None, 16, None],
+        [True, None, 16, None],
+        [False, None, None, [8192, 0.1]],
+        [True, None, 16, None],
+        [True, None, 16, None],
+        [True, None, 16, None],
+        [False, None, None, [8192, 0.1]],
+    ],
+    "llama4-listed": [
+        [True, None, 16, None],
+        [False, None, None, [4, 0.5]],
+        [False, None, None, [4, 0.5]],
+        [True, None, 16, None],
+    ],
+    "llama4-nochunk": [
+        [True, None, None, None],
+        [True, None, None, None],
+        [True, None, None, None],
+        [False, None, None, None],
+    ],
+    "smollm3-on": [
+        [True, None, None, None],
+        [True, None, None, None],
+        [True, None, None, None],
+        [False, 6, None, None],
+        [True, None, None, None],
+        [True, None, None, None],
+        [True, None, None, None],
+        [False, 6, None, None],
+    ],
+    "smollm3-off": [
+        [True, None, None, None],
+        [True, None, None, None],
+        [False, None, None, None],
+        [True, None, None, None],
+    ],
+}
+
+
+@pytest.mark.parametrize("name", PLAN_CONFIGS)
+def test_every_layer_decides_what_transformers_modules_decide(name):
+    plan = hf_attention_layers({**TINY, **PLAN_CONFIGS[name]})
+    got = [
+        [
+            entry.rope is not None,
+            entry.sliding_window,
+            entry.chunk_size,
+            entry.temperature and list(entry.temperature),
+        ]
+        for entry in plan
+    ]
+    assert got == TRANSFORMERS_PLANS[name]
+
+
+def test_layers_of_one_rope_share_one_layer_in_the_models_layout():
+    gemma = hf_attention_layers(
+        {
+            **TINY,
+            **PLAN_CONFIGS["gemma3"],
+            "rope_local_base_freq": 10000.0,
+            "rope_parameters": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+        }
+    )
+    sliding = [entry.rope for entry in gemma if entry.sliding_window is not None]
+    full = [entry.rope for entry in gemma if entry.sliding_window is None]
+    assert all(rope is sliding[0] for rope in sliding) and all(rope is full[0] for rope in full)
+    assert (sliding[0].max_wavelength, full[0].max_wavelength, full[0].scaling_factor) == (10000.0, 1e6, 8.0)
+    cohere = hf_attention_layers({**TINY, **PLAN_CONFIGS["cohere2"]}, dtype="mixed_bfloat16")
+    llama4 = hf_attention_layers({**TINY, **PLAN_CONFIGS["llama4"]})
+    for plan in (cohere, llama4):
+        ropes = {id(entry.rope): entry.rope for entry in plan if entry.rope is not None}
+        assert [rope.layout for rope in ropes.values()] == ["interleave"]
+    assert cohere[0].rope.dtype_policy.name == "mixed_bfloat16"
+    assert {entry.rope.layout for entry in hf_attention_layers({**TINY, **PLAN_CONFIGS["qwen2-on"]})} == {
+        "half"
+    }
+    assert [entry.causal for entry in gemma] == [True] * 7
+    bidirectional = hf_attention_layers(
+        {**TINY, **PLAN_CONFIGS["gemma3"], "use_bidirectional_attention": True}
+    )
+    assert [(entry.causal, entry.sliding_window) for entry in bidirectional[:3]] == [
+        (False, 3),
+        (False, 3),
+        (False, None),
+    ]
+
+
+def test_from_hf_config_takes_any_listed_layer_type_and_a_checkpoint_folder(tmp_path):
+    qwen2 = {**TINY, **PLAN_CONFIGS["qwen2-on"], "rope_theta": 1e6}
+    for layer_type in ("full_attention", "sliding_attention"):
+        assert RotaryEmbedding.from_hf_config(qwen2, layer_type=layer_type).max_wavelength == 1e6
+    with pytest.raises(ValueError, match=r"`layer_type` must be None or a layer type of the config"):
+        RotaryEmbedding.from_hf_config(qwen2, layer_type="chunked_attention")
+    (tmp_path / "config.json").write_text(json.dumps(qwen2))
+    assert RotaryEmbedding.from_hf_config(tmp_path).max_wavelength == 1e6
+    assert len(hf_attention_layers(str(tmp_path))) == 4
+    with pytest.raises(ValueError, match=r"the checkpoint folder holding one.*missing' is not a file"):
+        RotaryEmbedding.from_hf_config(tmp_path / "missing")
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        (
+            {**PLAN_CONFIGS["gemma2"], "layer_types": ["full_attention"] * 3},
+            r"`layer_types` must have one entry per",
+        ),
+        (
+            {**PLAN_CONFIGS["llama4"], "no_rope_layers": [1, 0]},
+            r"`no_rope_layers` must have one entry per layer",
+        ),
+        (
+            {**PLAN_CONFIGS["gemma2"], "layer_types": ["full_attention"] * 3 + ["linear_attention"]},
+            r"`layer_types` must hold",
+        ),
+        ({"model_type": "llama"}, r"must give `num_hidden_layers`"),
+    ],
+    ids=["layer-types-length", "no-rope-layers-length", "unknown-layer-type", "no-layer-count"],
+)
+def test_bad_plan_configs_are_clear_errors(config, message):
+    with pytest.raises(ValueError, match=message):
+        hf_attention_layers({**TINY, **config})
