@@ -678,3 +678,70 @@ def test_from_hf_config_takes_any_listed_layer_type_and_a_checkpoint_folder(tmp_
 def test_bad_plan_configs_are_clear_errors(config, message):
     with pytest.raises(ValueError, match=message):
         hf_attention_layers({**TINY, **config})
+
+
+# ---------------------------------------------------------------------------------------------
+# Runtimes: a model that computes its rows and mask once from positions it is given
+
+
+class WindowedRotaryAttention(keras.Model):
+    """Grouped-query attention (4 query heads, 2 key/value heads) whose queries and keys rotate
+    with rows computed once from the positions, under a causal sliding-window mask of them."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.rope = RotaryEmbedding(
+            rope_type="llama3", scaling_factor=8.0, original_max_position_embeddings=16
+        )
+        self.query, self.key, self.value = (keras.layers.Dense(width) for width in (32, 16, 16))
+
+    def call(self, inputs):
+        x, positions = inputs
+        batch, steps = keras.ops.shape(x)[0], keras.ops.shape(x)[1]
+        q = keras.ops.reshape(self.query(x), (batch, steps, 4, 8))
+        k, v = (keras.ops.reshape(dense(x), (batch, steps, 2, 8)) for dense in (self.key, self.value))
+        rows = self.rope.rows(k, positions=positions)
+        q, k = self.rope(q, rows=rows), self.rope(k, rows=rows)
+        mask = attention_mask(positions, positions, sliding_window=3)
+        k, v = keras.ops.repeat(k, 2, axis=2), keras.ops.repeat(v, 2, axis=2)
+        scores = keras.ops.einsum("bqhd,bkhd->bhqk", q, k) / 8**0.5
+        scores = keras.ops.where(keras.ops.expand_dims(mask, 1), scores, -1e9)
+        mixed = keras.ops.einsum("bhqk,bkhd->bqhd", keras.ops.softmax(scores, axis=-1), v)
+        return keras.ops.reshape(mixed, (batch, steps, 32))
+
+
+SERVE_WITHOUT_TF_POSENC = """
+import sys
+sys.modules["tf_posenc"] = None
+import numpy as np, tensorflow as tf
+served = tf.saved_model.load("exported")
+data = np.load("inputs.npz")
+np.savez("served.npz", **{name: served.serve([tf.constant(data["x" + name]), tf.constant(data["p" + name])]).numpy()
+                          for name in ("short", "long")})
+"""
+
+
+@pytest.mark.slow
+def test_rows_and_masks_serve_from_saved_model_litert_and_onnx(tmp_path):
+    from helpers import run_python
+    from test_runtimes import to_onnx_with_positions, to_tflite_with_positions
+
+    rng = np.random.default_rng(11)
+    model = WindowedRotaryAttention()
+    cases = {}
+    for name, (batch, steps) in {"short": (2, 5), "long": (1, 40)}.items():
+        x = rng.normal(size=(batch, steps, 16)).astype("float32")
+        p = np.sort(rng.integers(0, 100, (batch, steps)), axis=1).astype("int32")  # past the llama3 context
+        cases[name] = (x, p)
+    expected = {name: model(list(case)).numpy() for name, case in cases.items()}
+    specs = [tf.TensorSpec((None, None, 16), tf.float32), tf.TensorSpec((None, None), tf.int32)]
+    model.export(str(tmp_path / "exported"), verbose=False, input_signature=[specs])
+    np.savez(tmp_path / "inputs.npz", **{f"{kind}{name}": case[index] for name, case in cases.items()
+                                          for index, kind in enumerate("xp")})  # fmt: skip
+    run_python(SERVE_WITHOUT_TF_POSENC, tmp_path)
+    served = np.load(tmp_path / "served.npz")
+    litert = to_tflite_with_positions(model, tmp_path, exported=tmp_path / "exported")
+    onnx = to_onnx_with_positions(model, specs)
+    for name, (x, p) in cases.items():
+        for runtime, output in (("served", served[name]), ("litert", litert(x, p)), ("onnx", onnx(x, p))):
+            assert np.abs(output - expected[name]).max() <= 1e-5, runtime

@@ -61,7 +61,15 @@ def jax_world(tmp_path_factory):
             weights[name] = layer.get_weights()[0]
     np.savez(folder / "weights.npz", **weights)
     script = "\n".join(
-        [f"TESTS = {TESTS!r}", RUN_CASES, EVERY_POSITION, TRAIN_AND_SAVE, MASKS_AND_ERRORS, BACKEND_ERRORS]
+        [
+            f"TESTS = {TESTS!r}",
+            RUN_CASES,
+            EVERY_POSITION,
+            TRAIN_AND_SAVE,
+            MASKS_AND_ERRORS,
+            POSITIONS_IN_ATTENTION,
+            BACKEND_ERRORS,
+        ]
     )
     world = json.loads(run_python(script, folder, env=JAX).splitlines()[-1])
     return folder, weights, world, np.load(folder / "outputs.npz")
@@ -206,6 +214,71 @@ def test_jax_masks_flow_and_errors_are_the_tensorflow_errors(jax_world):
         for where in wheres:
             kind, text = result[f"{name}-{where}"]
             assert kind == error.__name__ and message in text, (name, where, text)
+
+
+ROPES = {
+    "plain": {},
+    "longrope": {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [4.0] * 8,
+                 "original_max_position_embeddings": 16, "max_position_embeddings": 64},
+}  # fmt: skip
+ATTENTION_POSITIONS = np.array([[0, 1, 2, 3, 4, 5], [0, 0, 7, 8, 9, 30]], "int32")
+ATTENTION_INPUTS = np.random.default_rng(21).normal(size=(2, 6, 4, 16)).astype("float32")
+
+POSITIONS_IN_ATTENTION = f"""
+from port_model import Port
+from port_weights import LLAMA, TOKENS, weights
+from tf_posenc import RotaryEmbedding, attention_mask, attention_temperature
+x, positions = np.array({ATTENTION_INPUTS.tolist()!r}, "float32"), np.array({ATTENTION_POSITIONS.tolist()!r}, "int32")
+saved = {{}}
+for name, kwargs in {ROPES!r}.items():
+    rope = RotaryEmbedding(**kwargs)
+    rows = rope.rows(x, positions=positions)
+    jitted = jax.jit(lambda x, p: rope.rows(x, positions=p))(x, positions)
+    saved.update({{f"{{name}}-cos": rows[0], f"{{name}}-sin": rows[1], f"{{name}}-jit-cos": jitted[0],
+                  f"{{name}}-jit-sin": jitted[1], f"{{name}}-rows": rope(x, rows=rows),
+                  f"{{name}}-call": rope(x, positions=positions)}})
+mask = lambda q, k, m: attention_mask(q, k, sliding_window=3, chunk_size=4, key_mask=m)
+written = np.arange(6) < 5
+saved["mask"] = mask(positions, np.arange(6), written)
+saved["mask-jit"] = jax.jit(mask)(positions, np.arange(6), written)
+saved["temperature"] = attention_temperature(positions * 1000, 4096, 0.1)
+saved["temperature-jit"] = jax.jit(lambda p: attention_temperature(p, 4096, 0.1))(positions * 1000)
+port = Port(LLAMA, weights(LLAMA))
+saved["port"] = port(TOKENS, port.empty_cache(16), 0)[0]
+np.savez("attention.npz", **{{key: np.asarray(value) for key, value in saved.items()}})
+"""
+
+
+def test_jax_rows_masks_temperature_and_port_are_the_tensorflow_ones(jax_world):
+    from test_attention import reference_mask
+    from test_port import LOGIT_BOUND, TRANSFORMERS_LLAMA_LOGITS
+
+    from tf_posenc import RotaryEmbedding, attention_mask, attention_temperature
+
+    saved = np.load(jax_world[0] / "attention.npz")
+    x, positions = ATTENTION_INPUTS, ATTENTION_POSITIONS
+    for name, kwargs in ROPES.items():
+        rope = RotaryEmbedding(**kwargs)
+        cos, sin = rope.rows(x, positions=positions)
+        for where in ("", "jit-"):  # the rows: the TensorFlow backend's bits, eager and jitted
+            np.testing.assert_array_equal(saved[f"{name}-{where}cos"], cos.numpy())
+            np.testing.assert_array_equal(saved[f"{name}-{where}sin"], sin.numpy())
+        expected = rope(x, positions=positions).numpy()
+        np.testing.assert_array_equal(saved[f"{name}-rows"], expected)  # op by op: no fused multiply-add
+        # A compiled call may fuse the rotation's multiply-add (see the layer cases above).
+        assert np.abs(saved[f"{name}-call"] - expected).max() <= 2 * 2**-23 * np.abs(x).max()
+    written = np.arange(6) < 5
+    expected = reference_mask(positions, np.arange(6)[None], True, 3, 4, key_mask=written[None])
+    np.testing.assert_array_equal(saved["mask"], expected)
+    np.testing.assert_array_equal(saved["mask-jit"], expected)
+    np.testing.assert_array_equal(
+        attention_mask(positions, np.arange(6), sliding_window=3, chunk_size=4, key_mask=written).numpy(),
+        expected,
+    )
+    temperature = attention_temperature(positions * 1000, 4096, 0.1).numpy()
+    np.testing.assert_array_equal(saved["temperature"], temperature)
+    np.testing.assert_array_equal(saved["temperature-jit"], temperature)
+    assert np.abs(saved["port"][0] - TRANSFORMERS_LLAMA_LOGITS).max() <= LOGIT_BOUND
 
 
 BACKEND_ERRORS = """

@@ -102,6 +102,37 @@ def test_tf_keras_rotary_embedding_reads_a_hugging_face_config():
         np.testing.assert_array_equal(legacy(x, start_index=start), current(x, start_index=start))
 
 
+def test_tf_keras_rows_plans_and_masks_are_the_keras_3_ones():
+    config = {"model_type": "gemma3_text", "num_hidden_layers": 3, "head_dim": 16, "sliding_window": 4,
+              "sliding_window_pattern": 3, "rope_local_base_freq": 10000.0,
+              "rope_parameters": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}  # fmt: skip
+    legacy, current = keras_2.hf_attention_layers(config), tf_posenc.hf_attention_layers(config)
+    assert [isinstance(entry.rope, tf_keras.layers.Layer) for entry in legacy] == [True] * 3
+    assert [entry[1:] for entry in legacy] == [entry[1:] for entry in current]
+    x = tf.constant(np.random.default_rng(0).normal(size=(2, 5, 4, 16)), "float32")
+    for old, new in zip(legacy, current, strict=True):
+        rows = old.rope.rows(x, start_index=7)
+        for table, expected in zip(rows, new.rope.rows(x, start_index=7), strict=True):
+            np.testing.assert_array_equal(table.numpy(), expected.numpy())
+        np.testing.assert_array_equal(old.rope(x, rows=rows).numpy(), new.rope(x, start_index=7).numpy())
+
+    class Step(tf_keras.Model):  # a tf_keras model that computes its rows and mask once
+        def __init__(self):
+            super().__init__()
+            self.rope = legacy[0].rope
+
+        def call(self, inputs):
+            x, positions = inputs
+            rows = self.rope.rows(x, positions=positions)
+            mask = tf_posenc.attention_mask(positions, positions, sliding_window=legacy[0].sliding_window)
+            return self.rope(x, rows=rows), mask
+
+    positions = np.array([[0, 1, 2, 3, 4], [3, 4, 5, 6, 7]], "int32")
+    rotated, mask = Step().predict([x.numpy(), positions], verbose=0)
+    np.testing.assert_array_equal(rotated, current[0].rope(x, positions=positions).numpy())
+    np.testing.assert_array_equal(mask, tf_posenc.attention_mask(positions, positions, sliding_window=4).numpy())
+
+
 class Tf_KerasMaskProbe(MaskProbeBody, tf_keras.layers.Layer):
     pass
 
@@ -178,7 +209,8 @@ class Subclassed(tf.keras.Model):
     def call(self, ids):
         return self.head(self.embed(ids)[:, 0])
 
-result = {"families": families}
+plan = tf_posenc.hf_attention_layers({"model_type": "mistral", "num_hidden_layers": 2, "head_dim": 8})
+result = {"families": families, "plan": [type(plan[0].rope).__module__, plan[1].sliding_window]}
 for name, model in [("functional", functional), ("sequential", sequential),
                     ("subclassed", Subclassed())]:
     history = losses(model)
@@ -206,6 +238,7 @@ def legacy_world(tmp_path_factory):
 def test_legacy_keras_users_get_tf_keras_layers_that_train(legacy_world):
     tmp_path, result = legacy_world
     assert result["families"] == ["tf_posenc.tf_keras"]
+    assert result["plan"] == ["tf_posenc.tf_keras", 4096]  # Mistral's default window, on every layer
     for name in ("functional", "sequential", "subclassed"):
         first, last = result[name]
         assert last < first, name
