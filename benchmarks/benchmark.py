@@ -477,6 +477,18 @@ def graph_step_rows(repeats):
             lambda layer, x, t: layer(x, start_index=t),
             keras_hub.layers.RotaryEmbedding(),
         ),
+        (  # keras-hub has no LongRoPE: next to its plain rotation
+            "RotaryEmbedding longrope (1, 1, 8, 64)",
+            (1, 1, 8, 64),
+            tf_posenc.RotaryEmbedding(
+                rope_type="longrope",
+                short_factor=[1.0 + j / 32 for j in range(32)],
+                long_factor=[1.0 + j for j in range(32)],
+                max_position_embeddings=131072,
+            ),
+            lambda layer, x, t: layer(x, start_index=t),
+            keras_hub.layers.RotaryEmbedding(),
+        ),
     ]
     rows = []
     for case, shape, ours, add_theirs, theirs in cases:
@@ -510,6 +522,119 @@ def graph_step_rows(repeats):
                 "added by tf_posenc / keras_hub (ms)": " / ".join(
                     f"{(best[name] - best['alone']) * 1e3:.3f}" for name in ("tf_posenc", "keras_hub")
                 ),
+            }
+        )
+    return rows
+
+
+class DecoderStep:
+    """A decoding step of 8 grouped-query attention layers (d_model 256, 8 query heads, 4 key/value
+    heads, head 32, a key/value cache of 512 slots; no MLP, so that the positions' share is the
+    largest it can be), its queries and keys rotated one of four
+    ways: `"rows"`, tf_posenc's rows computed once per step and applied in every layer;
+    `"table"`, a precomputed float32 cos/sin table gathered once per step; `"keras_hub"`, its
+    `RotaryEmbedding` on the queries and keys of every layer; `"calls"`, a tf_posenc call per
+    tensor per layer. The mask is `tf_posenc.attention_mask`, once per step, for all four."""
+
+    layers, d_model, heads, kv_heads, head_dim, slots = 8, 256, 8, 4, 32, 512
+
+    def __init__(self, way):
+        import keras_hub
+
+        self.way = way
+        self.rope = tf_posenc.RotaryEmbedding()
+        self.keras_hub_rope = keras_hub.layers.RotaryEmbedding()
+        angles = np.arange(self.slots)[:, None] * self.rope.frequencies(self.head_dim)[None]
+        angles = np.concatenate([angles, angles], axis=-1)
+        self.cos, self.sin = (tf.constant(f(angles)[None].astype("float32")) for f in (np.cos, np.sin))
+        rng = np.random.default_rng(0)
+
+        def weight(rows, columns):
+            return tf.constant(rng.normal(0, columns**-0.5, (rows, columns)).astype("float32"))
+
+        widths = (self.heads * self.head_dim, self.kv_heads * self.head_dim, self.kv_heads * self.head_dim)
+        self.weights = [
+            {
+                "qkv": [weight(self.d_model, width) for width in widths],
+                "out": weight(self.heads * self.head_dim, self.d_model),
+            }
+            for _ in range(self.layers)
+        ]
+
+    def empty_cache(self):
+        shape = (1, self.slots, self.kv_heads, self.head_dim)
+        return [tf.zeros(shape) for _ in range(2 * self.layers)]
+
+    def rotate_half(self, x, cos, sin):
+        first, second = tf.split(x, 2, axis=-1)
+        return x * cos + tf.concat([-second, first], axis=-1) * sin
+
+    def __call__(self, x, t, cache):
+        positions = tf.reshape(t, (1, 1))
+        slots = tf.range(self.slots)
+        mask = tf_posenc.attention_mask(positions, slots, key_mask=slots <= t)[:, None]
+        if self.way == "rows":
+            rows = self.rope.rows(tf.zeros((1, 1, 1, self.head_dim)), start_index=t)
+        elif self.way == "table":
+            cos, sin = (tf.gather(table, positions, axis=1)[:, 0, :, None] for table in (self.cos, self.sin))
+        new_cache = []
+        for layer, weights in enumerate(self.weights):
+            q, k, v = (tf.matmul(x, w) for w in weights["qkv"])
+            q = tf.reshape(q, (1, 1, self.heads, self.head_dim))
+            k, v = (tf.reshape(y, (1, 1, self.kv_heads, self.head_dim)) for y in (k, v))
+            if self.way == "rows":
+                q, k = self.rope(q, rows=rows), self.rope(k, rows=rows)
+            elif self.way == "table":
+                q, k = self.rotate_half(q, cos, sin), self.rotate_half(k, cos, sin)
+            elif self.way == "keras_hub":
+                q, k = self.keras_hub_rope(q, start_index=t), self.keras_hub_rope(k, start_index=t)
+            else:
+                q, k = self.rope(q, start_index=t), self.rope(k, start_index=t)
+            keys = keras.ops.slice_update(cache[2 * layer], (0, t, 0, 0), k)
+            values = keras.ops.slice_update(cache[2 * layer + 1], (0, t, 0, 0), v)
+            new_cache += [keys, values]
+            mixed = keras.ops.dot_product_attention(q, keys, values, mask=mask)
+            x = x + tf.matmul(tf.reshape(mixed, (1, 1, -1)), weights["out"])
+        return x, new_cache
+
+
+def model_step_rows(repeats):
+    """The decoding step of `DecoderStep` in a tf.function with a tensor cache index, each way of
+    rotating, as ratios to the precomputed table in the same mode."""
+    rows = []
+    for jit_compile in (False, True):
+        ways = ("rows", "table", "keras_hub", "calls")
+        specs = [
+            tf.TensorSpec((1, 1, DecoderStep.d_model)),
+            tf.TensorSpec((), tf.int32),
+            [tf.TensorSpec((1, DecoderStep.slots, DecoderStep.kv_heads, DecoderStep.head_dim))]
+            * (2 * DecoderStep.layers),
+        ]
+        steps = {
+            way: tf.function(DecoderStep(way), input_signature=specs, jit_compile=jit_compile) for way in ways
+        }
+        x = tf.random.normal((1, 1, DecoderStep.d_model))
+        cache = DecoderStep("table").empty_cache()
+        indices = [tf.constant(t) for t in range(100, 150)]
+        for step in steps.values():
+            step(x, indices[0], cache)
+        best = dict.fromkeys(ways, float("inf"))
+        for _ in range(repeats):
+            for way, step in steps.items():
+                started = time.perf_counter()
+                for t in indices:
+                    result, _ = step(x, t, cache)
+                result.numpy()
+                best[way] = min(best[way], (time.perf_counter() - started) / len(indices))
+        rows.append(
+            {
+                "8-layer decoding step": "XLA" if jit_compile else "graph",
+                "table (ms)": f"{best['table'] * 1e3:.3f}",
+                **{
+                    f"{way} / table": f"{best[way] / best['table']:.3f}x"
+                    for way in ("rows", "keras_hub", "calls")
+                },
+                "rows / keras_hub": f"{best['rows'] / best['keras_hub']:.3f}x",
             }
         )
     return rows
@@ -608,14 +733,20 @@ def machine():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions and sizes")
+    parser.add_argument("--only", choices=["model-step", "graph-step"], help="run one table alone")
     args = parser.parse_args()
     repeats = 5 if args.quick else 15
     tutorial_too_big = {"tutorial_table": "not run: its float64 scratch needs > 24 GiB"}
     print(f"Machine: {machine()}\n")
+    if args.only:
+        print(markdown({"model-step": model_step_rows, "graph-step": graph_step_rows}[args.only](repeats)))
+        return
     print("### Eager calls: milliseconds per call, in a Python loop over start positions\n")
     print(markdown(eager_rows()))
     print("\n### A decoding step in a tf.function with a tensor start_index\n")
     print(markdown(graph_step_rows(repeats)))
+    print("\n### A decoder's step: 8 layers, rows once per step, next to a precomputed table\n")
+    print(markdown(model_step_rows(repeats)))
     print("### Largest |encoding - float64 formula| (d_model=128, `None` sequence length)\n")
     print(markdown(accuracy_rows([512, 131072] if not args.quick else [512], 128)))
     print("\n### Call time, ratio to a bare `x + table[:, :seq_len, :]` in the same mode\n")

@@ -130,7 +130,9 @@ def test_tf_keras_rows_plans_and_masks_are_the_keras_3_ones():
     positions = np.array([[0, 1, 2, 3, 4], [3, 4, 5, 6, 7]], "int32")
     rotated, mask = Step().predict([x.numpy(), positions], verbose=0)
     np.testing.assert_array_equal(rotated, current[0].rope(x, positions=positions).numpy())
-    np.testing.assert_array_equal(mask, tf_posenc.attention_mask(positions, positions, sliding_window=4).numpy())
+    np.testing.assert_array_equal(
+        mask, tf_posenc.attention_mask(positions, positions, sliding_window=4).numpy()
+    )
 
 
 class Tf_KerasMaskProbe(MaskProbeBody, tf_keras.layers.Layer):

@@ -349,15 +349,20 @@ class RotaryEmbeddingMixin:
         self._cached_constants = (*self._cached_constants[-1:], ((dim, seq_len), constants))
         return constants
 
-    def _call_constants(self, dim, positions, length):
-        """The constants of a call: LongRoPE picks its short or long factors by the call's
-        extent (inside the graph where the extent is only known when it runs), dynamic NTK
-        computes its frequencies for the extent, which must be known when the call is traced."""
+    def _call_rows(self, dim, positions, length, dtype):
+        """The rows of a call: LongRoPE picks its short or long factors by the call's extent
+        (inside the graph where the extent is only known when it runs: both sets' rows, whose
+        per-column constants graphs fold, and one select), dynamic NTK computes its frequencies
+        for the extent, which must be known when the call is traced."""
+
+        def rows(constants):
+            return _rows.rows(positions, length, constants, dtype, scale=self.attention_scaling)
+
         if self.rope_type not in encoding.EXTENT_DEPENDENT_ROPE_TYPES:
-            return self._constants(dim)
+            return rows(self._constants(dim))
         extent = _positions.extent(positions, length)
         if isinstance(extent, int):
-            return self._constants(dim, extent)
+            return rows(self._constants(dim, extent))
         if self.rope_type == "dynamic_ntk":
             raise ValueError(
                 "`rope_type='dynamic_ntk'` computes its frequencies from a call's largest position, "
@@ -365,10 +370,8 @@ class RotaryEmbeddingMixin:
                 "Python int `start_index` and a fixed sequence length (inputs of known length). "
                 "Received: a start_index, positions or sequence length known only at run time"
             )
-        short = self._constants(dim)
-        long = self._constants(dim, self.original_max_position_embeddings + 1)
-        limbs = ops.where(extent > self.original_max_position_embeddings, long.limbs, short.limbs)
-        return _rows.Constants(limbs, short.offsets)
+        long = rows(self._constants(dim, self.original_max_position_embeddings + 1))
+        return ops.where(extent > self.original_max_position_embeddings, long, rows(self._constants(dim)))
 
     def _compiled_in_eager_calls(self):
         return self.rope_type != "dynamic_ntk"  # its constants follow each call's extent
@@ -400,8 +403,7 @@ class RotaryEmbeddingMixin:
         dim = inputs.shape[feature_axis]
         if positions.values is not None and len(positions.values.shape) == 3:
             return self._mrope_rows(dim, positions.values, wide)
-        constants = self._call_constants(dim, positions, length)
-        return _rows.rows(positions, length, constants, wide, scale=self.attention_scaling)
+        return self._call_rows(dim, positions, length, wide)
 
     def mrope_axes(self, pairs):
         """Which id row (t, h, w) turns each of `pairs` feature pairs under M-RoPE: contiguous
