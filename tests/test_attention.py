@@ -716,8 +716,10 @@ sys.modules["tf_posenc"] = None
 import numpy as np, tensorflow as tf
 served = tf.saved_model.load("exported")
 data = np.load("inputs.npz")
-np.savez("served.npz", **{name: served.serve([tf.constant(data["x" + name]), tf.constant(data["p" + name])]).numpy()
-                          for name in ("short", "long")})
+outputs = {}
+for name in ("short", "long"):
+    outputs[name] = served.serve([tf.constant(data["x" + name]), tf.constant(data["p" + name])]).numpy()
+np.savez("served.npz", **outputs)
 """
 
 

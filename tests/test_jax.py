@@ -228,7 +228,8 @@ POSITIONS_IN_ATTENTION = f"""
 from port_model import Port
 from port_weights import LLAMA, TOKENS, weights
 from tf_posenc import RotaryEmbedding, attention_mask, attention_temperature
-x, positions = np.array({ATTENTION_INPUTS.tolist()!r}, "float32"), np.array({ATTENTION_POSITIONS.tolist()!r}, "int32")
+x = np.array({ATTENTION_INPUTS.tolist()!r}, "float32")
+positions = np.array({ATTENTION_POSITIONS.tolist()!r}, "int32")
 saved = {{}}
 for name, kwargs in {ROPES!r}.items():
     rope = RotaryEmbedding(**kwargs)
