@@ -116,6 +116,8 @@ def test_bad_rows_are_clear_errors():
         rope(x, rows=rope.rows(x[:, :4]))
     with pytest.raises(ValueError, match=r"Received: cos with shape \(3, 5, 16\)"):
         rope(x, rows=rope.rows(np.zeros((3, 5, 4, 32), "float32"), positions=np.zeros((3, 5), "int32")))
+    with pytest.raises(TypeError, match=r"`rows\(\)` computes rows of tensors"):
+        rope.rows(keras.Input((5, 4, 32)))
     with pytest.raises(TypeError, match=r"Received: cos.dtype=int32"):
         rope(x, rows=(np.zeros((1, 5, 16), "int32"), rows[1]))
 

@@ -1,6 +1,6 @@
 """Exact, cheap, serializable sinusoidal positional encoding for TensorFlow/Keras."""
 
-__version__ = "0.6.1"
+__version__ = "0.7.0"
 
 import os
 

@@ -171,6 +171,12 @@ class RotaryEmbeddingMixin:
         ((1, 3, 64), (1, 3, 2, 64))
         """
         _validation.dense_inputs(inputs)
+        if isinstance(inputs, keras.KerasTensor):
+            raise TypeError(
+                "`rows()` computes rows of tensors: call it inside a layer's or a model's `call` "
+                "(subclassed), where its inputs are tensors, not on the symbolic inputs of a functional "
+                "model. Received: inputs of type keras.KerasTensor"
+            )
         sequence_axis, feature_axis = self._axes(tuple(inputs.shape))
         where = self._positions_of(inputs, start_index, positions)
         return self._run(inputs, where, kept_axes=(feature_axis,), combine="_position_embeddings")
@@ -275,8 +281,9 @@ class RotaryEmbeddingMixin:
         """The layer a Hugging Face transformers model config describes.
 
         Args:
-            config: A `config.json` as a dict, a path to one, or an object with the same
-                attributes (a transformers `PretrainedConfig`). Read: `rope_parameters`
+            config: A `config.json` as a dict, a path to one (or to the checkpoint folder
+                holding it), or an object with the same attributes (a transformers
+                `PretrainedConfig`). Read: `rope_parameters`
                 (transformers 5) or `rope_scaling` with `rope_theta` (4.x, old key `"type"`
                 included), `partial_rotary_factor` (GPT-NeoX: `rotary_pct`, `rotary_emb_base`),
                 `max_position_embeddings`, a top-level `original_max_position_embeddings`
@@ -284,6 +291,9 @@ class RotaryEmbeddingMixin:
                 multimodal model's `text_config`.
             layer_type: For models whose layers rotate differently (Gemma 3 and 4):
                 `"full_attention"` or `"sliding_attention"`, a key of its `rope_parameters`.
+                Any other layer type of the config (from `layer_types`) is taken too, so that
+                a loop over a model's layers needs no special case (see
+                `tf_posenc.hf_attention_layers`).
             **kwargs: Further constructor arguments (`dtype`, `name`, `sequence_axis`,
                 `feature_axis`, or `layout` to override the config's).
 
@@ -646,6 +656,10 @@ class RotaryEmbedding(RotaryEmbeddingMixin, SinusoidLayer):
         positions: Optional tensor of shape `(seq_len,)` or `(batch, seq_len)`: the position
             of each step, for example from `positions_from_mask`. Integers, or floats that
             hold whole numbers (fractional positions are refused).
+        rows: Optional `(cos, sin)` from `rows()`, computed once for a step and applied to
+            every tensor it covers (queries and keys, every layer of this configuration):
+            the rotation those positions give, without computing it again. Passed alone,
+            without `start_index` or `positions`.
 
     Example:
 
