@@ -747,7 +747,7 @@ def main():
     print(markdown(graph_step_rows(repeats)))
     print("\n### A decoder's step: 8 layers, rows once per step, next to a precomputed table\n")
     print(markdown(model_step_rows(repeats)))
-    print("### Largest |encoding - float64 formula| (d_model=128, `None` sequence length)\n")
+    print("\n### Largest |encoding - float64 formula| (d_model=128, `None` sequence length)\n")
     print(markdown(accuracy_rows([512, 131072] if not args.quick else [512], 128)))
     print("\n### Call time, ratio to a bare `x + table[:, :seq_len, :]` in the same mode\n")
     shapes = [(32, 512, 512, 2048), (8, 2048, 256, 8192)]

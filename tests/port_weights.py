@@ -49,6 +49,28 @@ GEMMA3 = {
     },
 }
 
+PHI3 = {
+    "model_type": "phi3",
+    "vocab_size": 16,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 8,
+    "rms_norm_eps": 1e-5,
+    "max_position_embeddings": 32,
+    "original_max_position_embeddings": 8,
+    "partial_rotary_factor": 0.5,
+    "tie_word_embeddings": False,
+    "rope_parameters": {
+        "rope_type": "longrope",
+        "rope_theta": 10000.0,
+        "short_factor": [1.0, 1.5],
+        "long_factor": [1.2, 6.0],
+    },
+}
+
 TOKENS = np.array([[3, 14, 1, 5, 9, 2, 6, 5, 3, 5]], "int32")
 
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from port_model import Port, readme_port
-from port_weights import GEMMA3, LLAMA, TOKENS, weights
+from port_weights import GEMMA3, LLAMA, PHI3, TOKENS, weights
+from test_attention import PLAN_CONFIGS, TINY
 
 # Printed by transformers 5.24.0 (torch 2.14.1), `AutoModelForCausalLM.from_config` of the same
 # config with `attn_implementation="eager"`, the weights of `port_weights.weights(config)` loaded,
@@ -381,7 +382,384 @@ TRANSFORMERS_GEMMA3_LOGITS = np.array(
     ]
 )
 
-CONFIGS = {"llama": (LLAMA, TRANSFORMERS_LLAMA_LOGITS), "gemma3": (GEMMA3, TRANSFORMERS_GEMMA3_LOGITS)}
+# The same for Phi-3's LongRoPE (pretraining context 8, partial rotation 0.5): a full pass of the 10
+# tokens (every position past the switch: the long factors), and the prompt `TOKENS[:, :6]`
+# followed by single-token steps with transformers' cache, `model(token, past_key_values=cache,
+# use_cache=True)`: the keys cached before the switch keep the short factors.
+TRANSFORMERS_PHI3_LOGITS = np.array(
+    [
+        [
+            -1.4138078,
+            -2.11872129,
+            -0.0840734375,
+            0.0690359179,
+            1.41523859,
+            -0.978127379,
+            0.237409465,
+            1.8695347,
+            -0.445723916,
+            -0.454508626,
+            1.33198,
+            0.469912688,
+            -0.453062862,
+            -0.830817853,
+            -0.97829698,
+            0.203739945,
+        ],
+        [
+            0.148653823,
+            -0.126124991,
+            -0.640923259,
+            -0.375820288,
+            1.99413632,
+            1.26010214,
+            -1.02785289,
+            1.27639608,
+            -0.671627293,
+            -0.671681585,
+            0.422926144,
+            0.141292045,
+            -0.189301039,
+            0.170154846,
+            -0.846132404,
+            0.384885314,
+        ],
+        [
+            -0.268806441,
+            -0.6843115,
+            0.0112707634,
+            -0.413891205,
+            0.500854865,
+            0.294130701,
+            -0.064278109,
+            1.56474824,
+            -1.46062987,
+            -0.191714203,
+            0.37120045,
+            -0.318270575,
+            0.421495631,
+            -0.111197296,
+            -0.0505471965,
+            -1.11660199,
+        ],
+        [
+            1.84038692,
+            -0.0240334481,
+            -1.50468154,
+            -0.397175988,
+            -0.194224898,
+            2.16336856,
+            -0.459224696,
+            -1.12707423,
+            -0.132785192,
+            -0.972288207,
+            -0.448266462,
+            1.65385072,
+            1.08493435,
+            -0.139539442,
+            -0.736564019,
+            -0.970914235,
+        ],
+        [
+            -1.00144461,
+            -0.264648601,
+            0.15180972,
+            -1.35534296,
+            -0.570449865,
+            0.548920772,
+            2.19397263,
+            -0.96974758,
+            0.118845321,
+            1.00720645,
+            -0.906935667,
+            0.0771276846,
+            1.19258195,
+            -0.288400212,
+            -0.379963156,
+            0.47788692,
+        ],
+        [
+            0.2403683,
+            -1.49789628,
+            -1.31562899,
+            -0.114276022,
+            1.73051413,
+            0.907514712,
+            -1.1625876,
+            -0.588002615,
+            -1.39329879,
+            -1.00274854,
+            0.433808064,
+            0.306385445,
+            0.0423938863,
+            -0.324835075,
+            -1.17065113,
+            -0.423362053,
+        ],
+        [
+            2.09678042,
+            0.320716032,
+            0.503007711,
+            -0.956178592,
+            1.31203453,
+            0.147550342,
+            -0.391150607,
+            -0.820526807,
+            -0.532343648,
+            -1.55939072,
+            0.229388644,
+            1.50006008,
+            2.3493147,
+            0.408329828,
+            -0.054055204,
+            0.827525105,
+        ],
+        [
+            1.01079641,
+            -0.760790007,
+            -1.66155908,
+            0.528174879,
+            0.865158196,
+            1.29078814,
+            -0.449321153,
+            -0.440363269,
+            -0.218970931,
+            -1.99758873,
+            -0.283609132,
+            0.704896111,
+            1.02453134,
+            -0.29252034,
+            -0.681776056,
+            -1.18008938,
+        ],
+        [
+            0.0151235258,
+            0.733608128,
+            -1.01325133,
+            -0.0410923926,
+            1.38867375,
+            -2.01223779,
+            -0.457121521,
+            0.711186365,
+            -0.469538196,
+            -0.272901969,
+            1.10935803,
+            1.50995076,
+            0.981715254,
+            -0.744119549,
+            -1.39883413,
+            -0.0820874695,
+        ],
+        [
+            1.29299546,
+            0.0808323603,
+            -1.4712913,
+            -0.216634835,
+            0.2094869,
+            1.16435315,
+            0.202785404,
+            -1.62795326,
+            -0.257399185,
+            -0.749226373,
+            -1.01168814,
+            0.963238248,
+            0.909274205,
+            -0.73765393,
+            -1.05497989,
+            -1.20721959,
+        ],
+    ]
+)
+TRANSFORMERS_PHI3_STEP_LOGITS = np.array(
+    [
+        [
+            -1.4138078,
+            -2.11872129,
+            -0.0840734375,
+            0.0690359179,
+            1.41523859,
+            -0.978127379,
+            0.237409465,
+            1.8695347,
+            -0.445723916,
+            -0.454508626,
+            1.33198,
+            0.469912688,
+            -0.453062862,
+            -0.830817853,
+            -0.97829698,
+            0.203739945,
+        ],
+        [
+            0.144309203,
+            -0.130106655,
+            -0.633968897,
+            -0.379108902,
+            1.97829129,
+            1.2414064,
+            -1.01744981,
+            1.28496422,
+            -0.693318825,
+            -0.6737592,
+            0.426003216,
+            0.140683373,
+            -0.17495204,
+            0.170094076,
+            -0.850562164,
+            0.371957692,
+        ],
+        [
+            -0.260866751,
+            -0.669187392,
+            -0.00289189388,
+            -0.389648436,
+            0.497923478,
+            0.25081536,
+            -0.0624965464,
+            1.58358143,
+            -1.45882643,
+            -0.16739562,
+            0.380263634,
+            -0.296750891,
+            0.387371647,
+            -0.110838519,
+            -0.0857631292,
+            -1.08395779,
+        ],
+        [
+            1.79102843,
+            0.00743400241,
+            -1.49996787,
+            -0.288021757,
+            -0.0387384617,
+            2.10749161,
+            -0.56182431,
+            -0.984882159,
+            -0.148579512,
+            -1.02644264,
+            -0.381766689,
+            1.68483035,
+            0.935791414,
+            -0.0973964078,
+            -0.587536758,
+            -0.806315019,
+        ],
+        [
+            -1.24845919,
+            -0.24355829,
+            0.187969056,
+            -1.33949994,
+            -0.577728013,
+            0.297030571,
+            2.12368386,
+            -0.845087767,
+            0.00963302261,
+            0.954563962,
+            -0.931149679,
+            -0.0300605585,
+            0.898041428,
+            -0.216254868,
+            -0.290758663,
+            0.763488365,
+        ],
+        [
+            0.45192247,
+            -1.3855363,
+            -1.39429688,
+            -0.126125657,
+            1.80037182,
+            0.686889519,
+            -1.2499484,
+            -0.342715197,
+            -1.58572049,
+            -0.868235763,
+            0.452856133,
+            0.423896501,
+            0.0269446378,
+            -0.312011507,
+            -1.29599791,
+            -0.567422012,
+        ],
+        [
+            2.03263156,
+            0.155598493,
+            0.547643017,
+            -0.714377225,
+            1.41961531,
+            -0.0224702238,
+            -0.401476655,
+            -0.909267396,
+            -0.203031524,
+            -1.58446777,
+            0.317949491,
+            1.3758253,
+            2.32356821,
+            0.483628332,
+            0.0385877521,
+            0.675746588,
+        ],
+        [
+            0.922064711,
+            -0.883233306,
+            -1.61099459,
+            0.27408447,
+            0.501741246,
+            1.34411967,
+            -0.266098103,
+            -0.171458573,
+            -0.405593444,
+            -2.00089083,
+            -0.241935098,
+            0.935723721,
+            1.03080862,
+            -0.459641124,
+            -0.800349371,
+            -1.19555942,
+        ],
+        [
+            0.362541749,
+            0.450704454,
+            -0.877160569,
+            -0.148218542,
+            1.94846226,
+            -1.53409369,
+            -0.716987312,
+            0.665146083,
+            -0.368473441,
+            -0.264253369,
+            0.782211886,
+            1.21510505,
+            1.00201564,
+            -0.971578439,
+            -1.1821958,
+            -0.159045214,
+        ],
+        [
+            0.877921346,
+            -0.460102467,
+            -1.61085773,
+            -0.037298612,
+            -0.143371127,
+            1.46603043,
+            0.00194460626,
+            -0.677488598,
+            -0.448340771,
+            -1.75107071,
+            -0.543817491,
+            1.11071821,
+            0.887042235,
+            -0.601561267,
+            -0.941811797,
+            -1.10092493,
+        ],
+    ]
+)
+
+CONFIGS = {
+    "llama": (LLAMA, TRANSFORMERS_LLAMA_LOGITS),
+    "gemma3": (GEMMA3, TRANSFORMERS_GEMMA3_LOGITS),
+    "phi3-longrope": (PHI3, TRANSFORMERS_PHI3_LOGITS),
+}
 # float32 against float64 logits of about unit size: transformers' own float32 model is 8.8e-7
 # (Llama) and 8.7e-6 (Gemma 3) off its float64 one.
 LOGIT_BOUND = 1e-5
@@ -411,30 +789,63 @@ def test_gemma3_port_depends_on_its_sliding_window(port):
     assert np.abs(logits.numpy()[0] - TRANSFORMERS_GEMMA3_LOGITS).max() > 100 * LOGIT_BOUND
 
 
+def decode(model, tokens, mode="eager", prompt=6):
+    """Logits of `tokens` from a prompt of `prompt` tokens, then one token a step with the cache."""
+    step = model if mode == "eager" else tf.function(model)
+    logits, cache = step(tokens[:, :prompt], model.empty_cache(SLOTS), tf.constant(0))
+    pieces = [logits.numpy()[0]]
+    for index in range(prompt, tokens.shape[1]):
+        logits, cache = step(tokens[:, index : index + 1], cache, tf.constant(index))
+        pieces.append(logits.numpy()[0])
+    return np.concatenate(pieces)
+
+
 @pytest.mark.parametrize("family", CONFIGS)
 @pytest.mark.parametrize("mode", ["eager", "graph"])
-def test_prompt_then_single_token_steps_give_the_full_pass(family, mode, port):
-    config, expected = CONFIGS[family]
+def test_prompt_then_single_token_steps_give_transformers_cached_logits(family, mode, port):
+    config, full_pass = CONFIGS[family]
+    # transformers' cached steps equal its full pass (to 1e-14) except across LongRoPE's switch.
+    expected = TRANSFORMERS_PHI3_STEP_LOGITS if family == "phi3-longrope" else full_pass
     model = Port(config, weights(config), port)
-    step = model if mode == "eager" else tf.function(model)
-    cache = model.empty_cache(SLOTS)
-    logits, cache = step(TOKENS[:, :6], cache, tf.constant(0))
-    pieces = [logits.numpy()[0]]
-    for index in range(6, TOKENS.shape[1]):  # past the sliding window of 4
-        logits, cache = step(TOKENS[:, index : index + 1], cache, tf.constant(index))
-        pieces.append(logits.numpy()[0])
+    steps = decode(model, TOKENS, mode)  # Gemma 3's steps 6 .. 9 pass its window of 4
+    assert np.abs(steps - expected).max() <= LOGIT_BOUND
+    if family == "phi3-longrope":  # the switch at position 8 matters: the full pass differs
+        assert np.abs(steps - full_pass).max() > 0.1
+
+
+# Keras 3.15's `dot_product_attention` on TensorFlow repeats key/value heads only when there are
+# two or more (a single one fails in its einsum): grouped-query attention here.
+GROUPED = {"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8}
+
+# Tiny configs of every family `hf_attention_layers` reads (its windows, chunks, layers without
+# rotation, per-type ropes and temperature), in the port's Llama (or Gemma) body: what the
+# positions decide, not each family's own layers.
+FAMILIES = {
+    name: {**TINY, "rms_norm_eps": 1e-6, "tie_word_embeddings": False, **config, **GROUPED}
+    for name, config in PLAN_CONFIGS.items()
+}
+for name in ("llama4", "llama4-listed"):
+    FAMILIES[name]["attention_chunk_size"] = 4  # chunk edges at positions 4 and 8
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_every_family_decodes_step_by_step_as_its_full_pass(name, port):
+    config = FAMILIES[name]
+    model = Port(config, weights(config, seed=len(name)), port)
     full, _ = model(TOKENS, model.empty_cache(SLOTS), 0)
-    assert np.abs(np.concatenate(pieces) - full.numpy()[0]).max() <= LOGIT_BOUND
-    assert np.abs(np.concatenate(pieces) - expected).max() <= LOGIT_BOUND
+    steps = decode(model, TOKENS, prompt=3)
+    assert np.abs(steps - full.numpy()[0]).max() <= LOGIT_BOUND
 
 
 @pytest.mark.parametrize("family", CONFIGS)
-def test_each_steps_rows_are_the_full_pass_rows_bit_for_bit(family, port):
+def test_each_steps_rows_are_a_full_pass_rows_bit_for_bit(family, port):
+    # A step at `index` covers what a full pass of `index + 1` tokens covers last (the same
+    # extent: LongRoPE's factors are chosen by it).
     config, _ = CONFIGS[family]
     model = Port(config, weights(config), port)
-    full = port["rows_for_step"](model.plan, config["head_dim"], 0, TOKENS.shape[1])
     for index in range(TOKENS.shape[1]):
         step = port["rows_for_step"](model.plan, config["head_dim"], tf.constant(index), 1)
+        full = port["rows_for_step"](model.plan, config["head_dim"], 0, index + 1)
         assert step.keys() == full.keys()
         for name, (cos, sin) in step.items():
             np.testing.assert_array_equal(cos.numpy()[0, 0], full[name][0].numpy()[0, index])

@@ -269,6 +269,7 @@ _SLIDING_WINDOW_DEFAULTS = {
     "qwen2": 4096,
     "qwen2_moe": 4096,
     "qwen3": 4096,
+    "qwen3_moe": 4096,
     "gemma2": 4096,
     "gemma3": 4096,
     "gemma3_text": 4096,
@@ -276,7 +277,10 @@ _SLIDING_WINDOW_DEFAULTS = {
     "gpt_oss": 128,
 }
 _PATTERN_DEFAULTS = {"gemma2": 2, "gpt_oss": 2, "gemma3": 6, "gemma3_text": 6, "cohere2": 4}
-_MAX_WINDOW_LAYERS = ("qwen2", "qwen2_moe", "qwen3")
+_MAX_WINDOW_LAYERS = ("qwen2", "qwen3")
+# Models without layer types whose mask slides on every layer once `sliding_window` is set.
+_EVERY_LAYER_SLIDES = ("mistral", "mixtral", "ministral3", "phi3", "phimoe", "starcoder2", "qwen3_moe")
+_USE_SLIDING_WINDOW = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "smollm3")
 _NO_ROPE_LAYERS = ("llama4", "llama4_text", "smollm3")
 
 
@@ -320,7 +324,7 @@ def _sliding_window(config):
     """The window of the config's sliding layers, after its config class's rules."""
     model_type = config.get("model_type")
     window = config.get("sliding_window", _SLIDING_WINDOW_DEFAULTS.get(model_type))
-    if model_type in (*_MAX_WINDOW_LAYERS, "smollm3") and not config.get("use_sliding_window", False):
+    if model_type in _USE_SLIDING_WINDOW and not config.get("use_sliding_window", False):
         return None  # Qwen2 and SmolLM3 set a window only with `use_sliding_window`
     return window
 
@@ -349,6 +353,12 @@ def layer_types_of(config):
             "sliding_attention" if window is not None and index >= first else "full_attention"
             for index in range(layers)
         ]
+    if model_type == "qwen2_moe":  # every other layer below `max_window_layers`
+        sliding, first = config.get("use_sliding_window", False), config.get("max_window_layers", 28)
+        return [
+            "sliding_attention" if sliding and (index + 1) % 2 and index < first else "full_attention"
+            for index in range(layers)
+        ]
     if model_type in ("llama4", "llama4_text"):
         chunked = config.get("attention_chunk_size", 8192) is not None
         return [
@@ -367,7 +377,7 @@ def layer_types_of(config):
 def _possible_layer_types(config):
     """The layer types a config without `layer_types` or a layer count may have."""
     model_type = config.get("model_type")
-    if model_type in (*_PATTERN_DEFAULTS, *_MAX_WINDOW_LAYERS, "smollm3"):
+    if model_type in (*_PATTERN_DEFAULTS, *_MAX_WINDOW_LAYERS, "qwen2_moe", "smollm3"):
         return {"full_attention", "sliding_attention"}
     if model_type in ("llama4", "llama4_text"):
         return {"full_attention", "chunked_attention"}
@@ -395,8 +405,8 @@ def attention_layers(config):
     for kind, rotates in zip(types, rotating, strict=True):
         if model_type == "cohere2":
             rotates = kind == "sliding_attention"  # Cohere2 rotates on its sliding layers only
-        if model_type == "mistral":
-            layer_window = window  # every Mistral layer slides (its config has no layer types)
+        if model_type in _EVERY_LAYER_SLIDES:
+            layer_window = window  # its mask takes the config's window on every layer
         else:
             layer_window = window if kind == "sliding_attention" else None
         chunk = config.get("attention_chunk_size", 8192) if kind == "chunked_attention" else None

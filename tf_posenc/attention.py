@@ -253,8 +253,8 @@ def hf_attention_layers(config, **kwargs):
       and SmolLM3's `no_rope_layers` entries of 0, where an absent list means every fourth
       layer does not rotate), in the layout the model's code uses (Cohere2 and Llama 4 rotate
       interleaved pairs);
-    * the window: `sliding_window` on the sliding layers (Mistral: on every layer; Qwen2 and
-      SmolLM3: none unless `use_sliding_window`), the chunk (`attention_chunk_size`) on Llama
+    * the window: `sliding_window` on the sliding layers (Mistral, Mixtral, Phi-3: on every
+      layer; Qwen2, Qwen3, their MoE models and SmolLM3: none unless `use_sliding_window`), the chunk (`attention_chunk_size`) on Llama
       4's chunked layers, and its temperature (`attn_temperature_tuning`, `floor_scale`,
       `attn_scale`) on its layers without rotation.
 
