@@ -254,9 +254,9 @@ def hf_attention_layers(config, **kwargs):
       layer does not rotate), in the layout the model's code uses (Cohere2 and Llama 4 rotate
       interleaved pairs);
     * the window: `sliding_window` on the sliding layers (Mistral, Mixtral, Phi-3: on every
-      layer; Qwen2, Qwen3, their MoE models and SmolLM3: none unless `use_sliding_window`), the chunk (`attention_chunk_size`) on Llama
-      4's chunked layers, and its temperature (`attn_temperature_tuning`, `floor_scale`,
-      `attn_scale`) on its layers without rotation.
+      layer; Qwen2, Qwen3, their MoE models and SmolLM3: none unless `use_sliding_window`),
+      the chunk (`attention_chunk_size`) on Llama 4's chunked layers, and its temperature
+      (`attn_temperature_tuning`, `floor_scale`, `attn_scale`) on its layers without rotation.
 
     Args:
         config: The model's config, as `RotaryEmbedding.from_hf_config` takes it.
