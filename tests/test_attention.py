@@ -808,3 +808,22 @@ def test_rows_and_masks_serve_from_saved_model_litert_and_onnx(tmp_path):
     for name, (x, p) in cases.items():
         for runtime, output in (("served", served[name]), ("litert", litert(x, p)), ("onnx", onnx(x, p))):
             assert np.abs(output - expected[name]).max() <= 1e-5, runtime
+
+
+def test_masks_of_a_functional_model_save_reload_and_check_their_inputs(tmp_path):
+    positions = keras.Input((None,), dtype="int32")
+    segments = keras.Input((None,), dtype="int32")
+    mask = attention_mask(
+        positions, positions, sliding_window=2, query_segment_ids=segments, key_segment_ids=segments
+    )
+    model = keras.Model([positions, segments], mask)
+    model.save(tmp_path / "masks.keras")
+    reloaded = keras.models.load_model(tmp_path / "masks.keras")
+    p, s = np.array([[0, 1, 2, 0, 1]], "int32"), np.array([[1, 1, 1, 2, 2]], "int32")
+    expected = reference_mask(p, p, True, 2, None, s, s)
+    for network in (model, reloaded):
+        np.testing.assert_array_equal(network([p, s]).numpy(), expected)
+        with pytest.raises(
+            tf.errors.InvalidArgumentError, match=r"`(query|key)_segment_ids` must be non-negative"
+        ):
+            network([p, -s])
