@@ -18,6 +18,9 @@ def _is_eager(inputs):
 class _EagerFunctions:
     """A layer's rows and their combination with the inputs, compiled for eager calls.
 
+    The combination is a method of the layer, named by the caller: `_combine` for a call, and
+    for `RotaryEmbedding.rows` the method that hands the rows out as they are.
+
     Run op by op, the route dispatches a few hundred small operations; compiled, it is one
     call. On TensorFlow, one `tf.function` per input structure (rank, dtype, the sizes the
     layer depends on) computes the rows and combines them, traced with every other size left

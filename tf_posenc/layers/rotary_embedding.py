@@ -214,7 +214,6 @@ class RotaryEmbeddingMixin:
                 "Pass `rows` alone: they already hold the positions they were computed for. Received: "
                 f"rows with start_index={start_index!r}, positions={'None' if positions is None else 'given'}"
             )
-        order = self._order(len(inputs.shape))
         sequence_axis, feature_axis = self._axes(tuple(inputs.shape))
         self._check_input_dtype(inputs.dtype)
         width = self._rotated_width(inputs.shape[feature_axis])
@@ -223,13 +222,11 @@ class RotaryEmbeddingMixin:
                 "`rows` must be the `(cos, sin)` pair that `rows()` returns. "
                 f"{_validation.received('rows', rows)}"
             )
+        what = f"`rows` must be `(cos, sin)`, each (batch or 1, seq_len, {width}) for inputs.shape="
+        what += str(tuple(inputs.shape))
         checked = []
         for name, table in zip(("cos", "sin"), rows, strict=True):
             table = ops.convert_to_tensor(table)
-            what = (
-                f"`rows` must be `(cos, sin)`, each (batch or 1, seq_len, {width}) for inputs.shape="
-                + str(tuple(inputs.shape))
-            )
             dtype = keras.backend.standardize_dtype(table.dtype)
             if "float" not in dtype:
                 raise TypeError(f"{what}. Received: {name}.dtype={dtype}")
@@ -247,6 +244,7 @@ class RotaryEmbeddingMixin:
             table = _positions.same_size(table, 1, inputs, sequence_axis, f"{what}: seq_len differs.")
             checked.append(ops.cast(table, _rotation.rotation_dtype(self.compute_dtype)))
         cosine, sine = checked
+        order = self._order(len(inputs.shape))
         return _rotation.rotate_with(inputs, cosine, sine, self.layout, self.compute_dtype, order)
 
     def get_config(self):
