@@ -44,7 +44,7 @@ else:
         VideoPositionalEncoding,
     )
 from tf_posenc._positions import positions_from_mask
-from tf_posenc.attention import AttentionLayer, Temperature, attention_mask, attention_temperature
+from tf_posenc.attention import attention_mask, attention_temperature
 from tf_posenc.multimodal import mrope_positions
 from tf_posenc.packing import (
     context_parallel_order,
@@ -69,8 +69,6 @@ __all__ = [
     "RotaryEmbedding",
     "TimestepEmbedding",
     "VideoPositionalEncoding",
-    "AttentionLayer",
-    "Temperature",
     "attention_mask",
     "attention_temperature",
     "context_parallel_order",
