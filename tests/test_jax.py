@@ -246,11 +246,21 @@ saved["temperature"] = attention_temperature(positions * 1000, 4096, 0.1)
 saved["temperature-jit"] = jax.jit(lambda p: attention_temperature(p, 4096, 0.1))(positions * 1000)
 port = Port(LLAMA, weights(LLAMA))
 saved["port"] = port(TOKENS, port.empty_cache(16), 0)[0]
+from tf_posenc import AlibiBias, RelativePositionBias
+scores = np.asarray(x[:, :, :4, :6].transpose(0, 2, 1, 3) * 0 + np.arange(6), "float32")  # (2, 4, 6, 6)
+t5 = RelativePositionBias(4, 16, 40)
+t5.build()
+t5.set_weights([np.arange(64, dtype="float32").reshape(16, 4) / 7])
+for name, layer in (("alibi", AlibiBias()), ("t5", t5)):
+    saved[name] = layer(scores, query_positions=positions, key_positions=positions)
+    biased = jax.jit(lambda s, p: layer(s, query_positions=p, key_positions=p))
+    saved[name + "-jit"] = biased(scores, positions)
+    saved[name + "-default"] = layer(scores)
 np.savez("attention.npz", **{{key: np.asarray(value) for key, value in saved.items()}})
 """
 
 
-def test_jax_rows_masks_temperature_and_port_are_the_tensorflow_ones(jax_world):
+def test_jax_rows_masks_temperature_port_and_biases_are_the_tensorflow_ones(jax_world):
     from test_attention import reference_mask
     from test_port import LOGIT_BOUND, TRANSFORMERS_LLAMA_LOGITS
 
@@ -280,6 +290,17 @@ def test_jax_rows_masks_temperature_and_port_are_the_tensorflow_ones(jax_world):
     np.testing.assert_array_equal(saved["temperature"], temperature)
     np.testing.assert_array_equal(saved["temperature-jit"], temperature)
     assert np.abs(saved["port"][0] - TRANSFORMERS_LLAMA_LOGITS).max() <= LOGIT_BOUND
+    from tf_posenc import AlibiBias, RelativePositionBias
+
+    scores = np.asarray(x[:, :, :4, :6].transpose(0, 2, 1, 3) * 0 + np.arange(6), "float32")
+    t5 = RelativePositionBias(4, 16, 40)
+    t5.build()
+    t5.set_weights([np.arange(64, dtype="float32").reshape(16, 4) / 7])
+    for name, layer in (("alibi", AlibiBias()), ("t5", t5)):  # the biases: the same bits
+        expected = layer(scores, query_positions=positions, key_positions=positions).numpy()
+        np.testing.assert_array_equal(saved[name], expected)
+        np.testing.assert_array_equal(saved[name + "-jit"], expected)
+        np.testing.assert_array_equal(saved[name + "-default"], layer(scores).numpy())
 
 
 BACKEND_ERRORS = """

@@ -23,10 +23,12 @@ from tf_posenc.encoding import (
 # `tf_posenc.layers` (Keras 3) and `tf_posenc.tf_keras`.
 if os.environ.get("TF_USE_LEGACY_KERAS") in ("true", "True", "1"):
     from tf_posenc.tf_keras import (
+        AlibiBias,
         AxialRotaryEmbedding,
         PatchPositionalEncoding,
         PositionalEmbedding,
         PositionalEncoding,
+        RelativePositionBias,
         RotaryEmbedding,
         TimestepEmbedding,
         VideoPositionalEncoding,
@@ -35,10 +37,12 @@ if os.environ.get("TF_USE_LEGACY_KERAS") in ("true", "True", "1"):
 else:
     from tf_posenc.attention import hf_attention_layers
     from tf_posenc.layers import (
+        AlibiBias,
         AxialRotaryEmbedding,
         PatchPositionalEncoding,
         PositionalEmbedding,
         PositionalEncoding,
+        RelativePositionBias,
         RotaryEmbedding,
         TimestepEmbedding,
         VideoPositionalEncoding,
@@ -62,10 +66,12 @@ from tf_posenc.plotting import (
 
 __all__ = [
     "__version__",
+    "AlibiBias",
     "AxialRotaryEmbedding",
     "PatchPositionalEncoding",
     "PositionalEmbedding",
     "PositionalEncoding",
+    "RelativePositionBias",
     "RotaryEmbedding",
     "TimestepEmbedding",
     "VideoPositionalEncoding",

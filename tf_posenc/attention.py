@@ -17,7 +17,8 @@ from tf_posenc import _hf_config, _positions, _validation
 from tf_posenc.packing import checked_segment_ids
 
 
-def _positions_of(name, positions):
+def checked_positions(name, positions):
+    """`positions` `(seq_len,)` or `(batch, seq_len)` as int32 `(batch or 1, seq_len)`, checked."""
     positions = _positions.checked_values(name, positions)
     if len(positions.shape) not in (1, 2):
         raise ValueError(
@@ -120,8 +121,8 @@ def attention_mask(
             f"query_segment_ids={'None' if query_segment_ids is None else 'given'}, "
             f"key_segment_ids={'None' if key_segment_ids is None else 'given'}"
         )
-    queries = _positions_of("query_positions", query_positions)
-    keys = _positions_of("key_positions", key_positions)
+    queries = checked_positions("query_positions", query_positions)
+    keys = checked_positions("key_positions", key_positions)
     if key_mask is not None:
         key_mask = ops.convert_to_tensor(key_mask)
         if len(key_mask.shape) == 1:

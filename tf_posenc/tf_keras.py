@@ -17,11 +17,13 @@ except ImportError as error:
     ) from error
 
 from tf_posenc import attention, layers
+from tf_posenc.layers.alibi_bias import AlibiBiasMixin
 from tf_posenc.layers.axial_rotary_embedding import AxialRotaryEmbeddingMixin
 from tf_posenc.layers.base import SinusoidLayerMixin
 from tf_posenc.layers.patch_positional_encoding import PatchPositionalEncodingMixin
 from tf_posenc.layers.positional_embedding import PositionalEmbeddingMixin
 from tf_posenc.layers.positional_encoding import PositionalEncodingMixin
+from tf_posenc.layers.relative_position_bias import RelativePositionBiasMixin
 from tf_posenc.layers.rotary_embedding import RotaryEmbeddingMixin
 from tf_posenc.layers.timestep_embedding import TimestepEmbeddingMixin
 from tf_posenc.layers.video_positional_encoding import VideoPositionalEncodingMixin
@@ -122,6 +124,30 @@ class VideoPositionalEncoding(VideoPositionalEncodingMixin, SinusoidLayer):
     >>> video = tf_keras.Input((4, 3, 5, 32))
     >>> VideoPositionalEncoding((5, 3), 4, 32)(video).shape
     TensorShape([None, 4, 3, 5, 32])
+    """
+
+
+@_serializable
+class AlibiBias(AlibiBiasMixin, tf_keras.layers.Layer):
+    """`tf_posenc.layers.AlibiBias` for tf_keras models: same arguments, same numbers.
+
+    Example:
+
+    >>> scores = tf_keras.Input((8, 5, 5))
+    >>> AlibiBias()(scores).shape
+    TensorShape([None, 8, 5, 5])
+    """
+
+
+@_serializable
+class RelativePositionBias(RelativePositionBiasMixin, tf_keras.layers.Layer):
+    """`tf_posenc.layers.RelativePositionBias` for tf_keras models: same arguments, same numbers.
+
+    Example:
+
+    >>> scores = tf_keras.Input((8, 5, 5))
+    >>> RelativePositionBias(num_heads=8)(scores).shape
+    TensorShape([None, 8, 5, 5])
     """
 
 

@@ -1,16 +1,20 @@
+from tf_posenc.layers.alibi_bias import AlibiBias
 from tf_posenc.layers.axial_rotary_embedding import AxialRotaryEmbedding
 from tf_posenc.layers.patch_positional_encoding import PatchPositionalEncoding
 from tf_posenc.layers.positional_embedding import PositionalEmbedding
 from tf_posenc.layers.positional_encoding import PositionalEncoding
+from tf_posenc.layers.relative_position_bias import RelativePositionBias
 from tf_posenc.layers.rotary_embedding import RotaryEmbedding
 from tf_posenc.layers.timestep_embedding import TimestepEmbedding
 from tf_posenc.layers.video_positional_encoding import VideoPositionalEncoding
 
 __all__ = [
+    "AlibiBias",
     "AxialRotaryEmbedding",
     "PatchPositionalEncoding",
     "PositionalEmbedding",
     "PositionalEncoding",
+    "RelativePositionBias",
     "RotaryEmbedding",
     "TimestepEmbedding",
     "VideoPositionalEncoding",

@@ -1,0 +1,693 @@
+"""Biases of attention scores from positions: ALiBi (BLOOM, MPT, keras-hub) and T5's buckets."""
+
+import math
+
+import keras
+import keras_hub
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tf_posenc import AlibiBias, RelativePositionBias, attention_mask, positions_from_mask
+from tf_posenc.layers.alibi_bias import alibi_slopes
+
+# Printed by transformers 5.24.0 (torch 2.14.1):
+# `modeling_bloom.build_alibi_tensor(mask, heads, torch.float32)` for mask [[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]],
+# as (batch, heads, k_len); `modeling_mpt.build_mpt_alibi_tensor(heads, 4, alibi_bias_max)[:, 0, :]`.
+PEER_ALIBI = {
+    "bloom_8": [
+        [
+            [0.0, 0.0, 0.0, 0.5, 1.0],
+            [0.0, 0.0, 0.0, 0.25, 0.5],
+            [0.0, 0.0, 0.0, 0.125, 0.25],
+            [0.0, 0.0, 0.0, 0.0625, 0.125],
+            [0.0, 0.0, 0.0, 0.03125, 0.0625],
+            [0.0, 0.0, 0.0, 0.015625, 0.03125],
+            [0.0, 0.0, 0.0, 0.0078125, 0.015625],
+            [0.0, 0.0, 0.0, 0.00390625, 0.0078125],
+        ],
+        [
+            [0.0, 0.5, 1.0, 1.5, 2.0],
+            [0.0, 0.25, 0.5, 0.75, 1.0],
+            [0.0, 0.125, 0.25, 0.375, 0.5],
+            [0.0, 0.0625, 0.125, 0.1875, 0.25],
+            [0.0, 0.03125, 0.0625, 0.09375, 0.125],
+            [0.0, 0.015625, 0.03125, 0.046875, 0.0625],
+            [0.0, 0.0078125, 0.015625, 0.0234375, 0.03125],
+            [0.0, 0.00390625, 0.0078125, 0.01171875, 0.015625],
+        ],
+    ],
+    "bloom_12": [
+        [
+            [0.0, 0.0, 0.0, 0.5, 1.0],
+            [0.0, 0.0, 0.0, 0.25, 0.5],
+            [0.0, 0.0, 0.0, 0.125, 0.25],
+            [0.0, 0.0, 0.0, 0.0625, 0.125],
+            [0.0, 0.0, 0.0, 0.03125, 0.0625],
+            [0.0, 0.0, 0.0, 0.015625, 0.03125],
+            [0.0, 0.0, 0.0, 0.0078125, 0.015625],
+            [0.0, 0.0, 0.0, 0.00390625, 0.0078125],
+            [0.0, 0.0, 0.0, 0.7071067690849304, 1.4142135381698608],
+            [0.0, 0.0, 0.0, 0.3535533845424652, 0.7071067690849304],
+            [0.0, 0.0, 0.0, 0.1767766773700714, 0.3535533547401428],
+            [0.0, 0.0, 0.0, 0.0883883386850357, 0.1767766773700714],
+        ],
+        [
+            [0.0, 0.5, 1.0, 1.5, 2.0],
+            [0.0, 0.25, 0.5, 0.75, 1.0],
+            [0.0, 0.125, 0.25, 0.375, 0.5],
+            [0.0, 0.0625, 0.125, 0.1875, 0.25],
+            [0.0, 0.03125, 0.0625, 0.09375, 0.125],
+            [0.0, 0.015625, 0.03125, 0.046875, 0.0625],
+            [0.0, 0.0078125, 0.015625, 0.0234375, 0.03125],
+            [0.0, 0.00390625, 0.0078125, 0.01171875, 0.015625],
+            [0.0, 0.7071067690849304, 1.4142135381698608, 2.1213202476501465, 2.8284270763397217],
+            [0.0, 0.3535533845424652, 0.7071067690849304, 1.0606601238250732, 1.4142135381698608],
+            [0.0, 0.1767766773700714, 0.3535533547401428, 0.5303300619125366, 0.7071067094802856],
+            [0.0, 0.0883883386850357, 0.1767766773700714, 0.2651650309562683, 0.3535533547401428],
+        ],
+    ],
+    "bloom_6": [
+        [
+            [0.0, 0.0, 0.0, 0.25, 0.5],
+            [0.0, 0.0, 0.0, 0.0625, 0.125],
+            [0.0, 0.0, 0.0, 0.015625, 0.03125],
+            [0.0, 0.0, 0.0, 0.00390625, 0.0078125],
+            [0.0, 0.0, 0.0, 0.5, 1.0],
+            [0.0, 0.0, 0.0, 0.125, 0.25],
+        ],
+        [
+            [0.0, 0.25, 0.5, 0.75, 1.0],
+            [0.0, 0.0625, 0.125, 0.1875, 0.25],
+            [0.0, 0.015625, 0.03125, 0.046875, 0.0625],
+            [0.0, 0.00390625, 0.0078125, 0.01171875, 0.015625],
+            [0.0, 0.5, 1.0, 1.5, 2.0],
+            [0.0, 0.125, 0.25, 0.375, 0.5],
+        ],
+    ],
+    "mpt_8_8": [
+        [-1.5, -1.0, -0.5, 0.0],
+        [-0.75, -0.5, -0.25, 0.0],
+        [-0.375, -0.25, -0.125, 0.0],
+        [-0.1875, -0.125, -0.0625, 0.0],
+        [-0.09375, -0.0625, -0.03125, 0.0],
+        [-0.046875, -0.03125, -0.015625, 0.0],
+        [-0.0234375, -0.015625, -0.0078125, 0.0],
+        [-0.01171875, -0.0078125, -0.00390625, 0.0],
+    ],
+    "mpt_12_8": [
+        [-1.5, -1.0, -0.5, 0.0],
+        [-0.75, -0.5, -0.25, 0.0],
+        [-0.375, -0.25, -0.125, 0.0],
+        [-0.1875, -0.125, -0.0625, 0.0],
+        [-0.09375, -0.0625, -0.03125, 0.0],
+        [-0.046875, -0.03125, -0.015625, 0.0],
+        [-0.0234375, -0.015625, -0.0078125, 0.0],
+        [-0.01171875, -0.0078125, -0.00390625, 0.0],
+        [-2.1213202476501465, -1.4142135381698608, -0.7071067690849304, 0.0],
+        [-1.0606601238250732, -0.7071067690849304, -0.3535533845424652, 0.0],
+        [-0.5303300619125366, -0.3535533845424652, -0.1767766922712326, 0.0],
+        [-0.2651650309562683, -0.1767766922712326, -0.0883883461356163, 0.0],
+    ],
+    "mpt_6_16": [
+        [-0.1875, -0.125, -0.0625, 0.0],
+        [-0.01171875, -0.0078125, -0.00390625, 0.0],
+        [-0.000732421875, -0.00048828125, -0.000244140625, 0.0],
+        [-4.57763671875e-05, -3.0517578125e-05, -1.52587890625e-05, 0.0],
+        [-0.75, -0.5, -0.25, 0.0],
+        [-0.046875, -0.03125, -0.015625, 0.0],
+    ],
+    "mpt_3_6": [
+        [-0.375, -0.25, -0.125, 0.0],
+        [-0.046875, -0.03125, -0.015625, 0.0],
+        [-1.0606601238250732, -0.7071067690849304, -0.3535533845424652, 0.0],
+    ],
+}
+# `T5Attention._relative_position_bucket(torch.arange(-4 * D, 4 * D + 1), bidirectional, num_buckets,
+# max_distance=D)` in run-length form: [first relative position of a run, its bucket], for
+# (num_buckets, max_distance, bidirectional).
+TRANSFORMERS_BUCKETS = {
+    (32, 128, True): [
+        [-512, 15],
+        [-90, 14],
+        [-63, 13],
+        [-45, 12],
+        [-31, 11],
+        [-22, 10],
+        [-15, 9],
+        [-11, 8],
+        [-7, 7],
+        [-6, 6],
+        [-5, 5],
+        [-4, 4],
+        [-3, 3],
+        [-2, 2],
+        [-1, 1],
+        [0, 0],
+        [1, 17],
+        [2, 18],
+        [3, 19],
+        [4, 20],
+        [5, 21],
+        [6, 22],
+        [7, 23],
+        [8, 24],
+        [12, 25],
+        [16, 26],
+        [23, 27],
+        [32, 28],
+        [46, 29],
+        [64, 30],
+        [91, 31],
+    ],
+    (32, 128, False): [
+        [-512, 31],
+        [-112, 30],
+        [-98, 29],
+        [-86, 28],
+        [-76, 27],
+        [-66, 26],
+        [-58, 25],
+        [-51, 24],
+        [-45, 23],
+        [-39, 22],
+        [-34, 21],
+        [-30, 20],
+        [-26, 19],
+        [-23, 18],
+        [-20, 17],
+        [-18, 16],
+        [-15, 15],
+        [-14, 14],
+        [-13, 13],
+        [-12, 12],
+        [-11, 11],
+        [-10, 10],
+        [-9, 9],
+        [-8, 8],
+        [-7, 7],
+        [-6, 6],
+        [-5, 5],
+        [-4, 4],
+        [-3, 3],
+        [-2, 2],
+        [-1, 1],
+        [0, 0],
+    ],
+    (64, 256, True): [
+        [-1024, 31],
+        [-215, 30],
+        [-181, 29],
+        [-152, 28],
+        [-127, 27],
+        [-107, 26],
+        [-90, 25],
+        [-76, 24],
+        [-63, 23],
+        [-53, 22],
+        [-45, 21],
+        [-38, 20],
+        [-31, 19],
+        [-26, 18],
+        [-22, 17],
+        [-19, 16],
+        [-15, 15],
+        [-14, 14],
+        [-13, 13],
+        [-12, 12],
+        [-11, 11],
+        [-10, 10],
+        [-9, 9],
+        [-8, 8],
+        [-7, 7],
+        [-6, 6],
+        [-5, 5],
+        [-4, 4],
+        [-3, 3],
+        [-2, 2],
+        [-1, 1],
+        [0, 0],
+        [1, 33],
+        [2, 34],
+        [3, 35],
+        [4, 36],
+        [5, 37],
+        [6, 38],
+        [7, 39],
+        [8, 40],
+        [9, 41],
+        [10, 42],
+        [11, 43],
+        [12, 44],
+        [13, 45],
+        [14, 46],
+        [15, 47],
+        [16, 48],
+        [20, 49],
+        [23, 50],
+        [27, 51],
+        [32, 52],
+        [39, 53],
+        [46, 54],
+        [54, 55],
+        [64, 56],
+        [77, 57],
+        [91, 58],
+        [108, 59],
+        [128, 60],
+        [153, 61],
+        [182, 62],
+        [216, 63],
+    ],
+    (64, 256, False): [
+        [-1024, 63],
+        [-239, 62],
+        [-224, 61],
+        [-210, 60],
+        [-197, 59],
+        [-184, 58],
+        [-173, 57],
+        [-162, 56],
+        [-152, 55],
+        [-142, 54],
+        [-133, 53],
+        [-125, 52],
+        [-117, 51],
+        [-109, 50],
+        [-103, 49],
+        [-96, 48],
+        [-90, 47],
+        [-84, 46],
+        [-79, 45],
+        [-74, 44],
+        [-69, 43],
+        [-65, 42],
+        [-61, 41],
+        [-57, 40],
+        [-53, 39],
+        [-50, 38],
+        [-47, 37],
+        [-44, 36],
+        [-41, 35],
+        [-38, 34],
+        [-36, 33],
+        [-34, 32],
+        [-31, 31],
+        [-30, 30],
+        [-29, 29],
+        [-28, 28],
+        [-27, 27],
+        [-26, 26],
+        [-25, 25],
+        [-24, 24],
+        [-23, 23],
+        [-22, 22],
+        [-21, 21],
+        [-20, 20],
+        [-19, 19],
+        [-18, 18],
+        [-17, 17],
+        [-16, 16],
+        [-15, 15],
+        [-14, 14],
+        [-13, 13],
+        [-12, 12],
+        [-11, 11],
+        [-10, 10],
+        [-9, 9],
+        [-8, 8],
+        [-7, 7],
+        [-6, 6],
+        [-5, 5],
+        [-4, 4],
+        [-3, 3],
+        [-2, 2],
+        [-1, 1],
+        [0, 0],
+    ],
+    (20, 160, True): [
+        [-640, 9],
+        [-79, 8],
+        [-39, 7],
+        [-19, 6],
+        [-9, 5],
+        [-4, 4],
+        [-3, 3],
+        [-2, 2],
+        [-1, 1],
+        [0, 0],
+        [1, 11],
+        [2, 12],
+        [3, 13],
+        [4, 14],
+        [5, 15],
+        [10, 16],
+        [20, 17],
+        [40, 18],
+        [80, 19],
+    ],
+    (20, 160, False): [
+        [-640, 19],
+        [-121, 18],
+        [-91, 17],
+        [-69, 16],
+        [-52, 15],
+        [-39, 14],
+        [-30, 13],
+        [-22, 12],
+        [-17, 11],
+        [-13, 10],
+        [-9, 9],
+        [-8, 8],
+        [-7, 7],
+        [-6, 6],
+        [-5, 5],
+        [-4, 4],
+        [-3, 3],
+        [-2, 2],
+        [-1, 1],
+        [0, 0],
+    ],
+    (16, 40, True): [
+        [-160, 7],
+        [-22, 6],
+        [-12, 5],
+        [-7, 4],
+        [-3, 3],
+        [-2, 2],
+        [-1, 1],
+        [0, 0],
+        [1, 9],
+        [2, 10],
+        [3, 11],
+        [4, 12],
+        [8, 13],
+        [13, 14],
+        [23, 15],
+    ],
+    (16, 40, False): [
+        [-160, 15],
+        [-32, 14],
+        [-26, 13],
+        [-21, 12],
+        [-17, 11],
+        [-14, 10],
+        [-11, 9],
+        [-9, 8],
+        [-7, 7],
+        [-6, 6],
+        [-5, 5],
+        [-4, 4],
+        [-3, 3],
+        [-2, 2],
+        [-1, 1],
+        [0, 0],
+    ],
+    (8, 20, True): [[-80, 3], [-6, 2], [-1, 1], [0, 0], [1, 5], [2, 6], [7, 7]],
+    (8, 20, False): [[-80, 7], [-13, 6], [-8, 5], [-5, 4], [-3, 3], [-2, 2], [-1, 1], [0, 0]],
+}
+
+
+def expand_runs(runs, span):
+    relative = np.arange(-span, span + 1)
+    buckets = np.zeros_like(relative)
+    starts = [start for start, _ in runs] + [span + 1]
+    for (start, bucket), end in zip(runs, starts[1:], strict=True):
+        buckets[(relative >= start) & (relative < end)] = bucket
+    return relative, buckets
+
+
+def float64_buckets(relative, num_buckets, max_distance, bidirectional):
+    """T5's formula restated in float64 (not what its checkpoints use: see the float32 test)."""
+    if bidirectional:
+        num_buckets //= 2
+        offset, distance = (relative > 0) * num_buckets, np.abs(relative)
+    else:
+        offset, distance = 0, np.maximum(-relative, 0)
+    exact = num_buckets // 2
+    with np.errstate(divide="ignore"):
+        scaled = np.log(distance / exact) / math.log(max_distance / exact) * (num_buckets - exact)
+    large = np.minimum(exact + np.trunc(np.nan_to_num(scaled, neginf=0)).astype(int), num_buckets - 1)
+    return offset + np.where(distance < exact, distance, large)
+
+
+# ---------------------------------------------------------------------------------------------
+# ALiBi
+
+
+@pytest.mark.parametrize("heads", [8, 12, 6])
+def test_alibi_is_blooms_bias_for_left_padded_rows(heads):
+    # BLOOM adds m k with k counted from each row's first real token; -m (q - k) at q = 0 is it.
+    mask = np.array([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    keys = positions_from_mask(mask)
+    bias = AlibiBias(num_heads=heads).bias(np.zeros((2, 1), "int32"), keys).numpy()[:, :, 0, :]
+    bloom = np.array(PEER_ALIBI[f"bloom_{heads}"], "float32")
+    # BLOOM raises float32 bases to integer powers: some of its slopes are a unit off the
+    # correctly rounded ones (heads that are not a power of two); ours are the rounded formula.
+    assert np.all(np.abs(bias * mask[:, None, :] - bloom) <= np.spacing(np.abs(bloom)))
+    if heads & (heads - 1) == 0:
+        np.testing.assert_array_equal(bias * mask[:, None, :], bloom)
+
+
+@pytest.mark.parametrize("heads, bias_max", [(8, 8), (12, 8), (6, 16), (3, 6)], ids=lambda v: str(v))
+def test_alibi_without_positions_is_mpts_and_keras_hubs(heads, bias_max):
+    bias = AlibiBias(bias_max)(np.zeros((2, heads, 4, 4), "float32")).numpy()
+    mpt = np.broadcast_to(
+        np.array(PEER_ALIBI[f"mpt_{heads}_{bias_max}"], "float32")[None, :, None], bias.shape
+    )
+    # MPT divides 1 by float32 powers of two: a unit off for some heads, exact for the others.
+    assert np.all(np.abs(bias - mpt) <= np.spacing(np.abs(mpt)))
+    scores = np.random.default_rng(heads).normal(size=(2, heads, 4, 4)).astype("float32")
+    ours = AlibiBias(bias_max)(scores).numpy()
+    np.testing.assert_array_equal(
+        ours, keras.ops.convert_to_numpy(keras_hub.layers.AlibiBias(bias_max)(scores))
+    )
+
+
+KERAS_HUB_EXPECTATIONS = {  # keras-hub 0.32's alibi_bias_test.py: (heads, alibi_bias_max) -> rows at k_len 3
+    (8, 8): [[-1.0, -0.5, 0.0], [-0.5, -0.25, 0.0], [-0.25, -0.125, 0.0], [-0.125, -0.0625, 0.0],
+             [-0.0625, -0.03125, 0.0], [-0.03125, -0.015625, 0.0], [-0.015625, -0.0078125, 0.0],
+             [-0.0078125, -0.00390625, 0.0]],
+    (14, 8): [[-1.0, -0.5, 0.0], [-0.5, -0.25, 0.0], [-0.25, -0.125, 0.0], [-0.125, -0.0625, 0.0],
+              [-0.0625, -0.03125, 0.0], [-0.03125, -0.015625, 0.0], [-0.015625, -0.0078125, 0.0],
+              [-0.0078125, -0.00390625, 0.0], [-1.4142135, -0.70710677, 0.0], [-0.70710677, -0.35355338, 0.0],
+              [-0.35355338, -0.17677669, 0.0], [-0.17677669, -0.08838835, 0.0],
+              [-0.08838835, -0.04419417, 0.0],
+              [-0.04419417, -0.02209709, 0.0]],
+    (2, 12): [[-0.03125, -0.015625, 0.0], [-0.00048828, -0.00024414, 0.0]],
+    (3, 6): [[-0.25, -0.125, 0.0], [-0.03125, -0.015625, 0.0], [-0.70710677, -0.35355338, 0.0]],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("heads, bias_max", KERAS_HUB_EXPECTATIONS, ids=lambda v: str(v))
+def test_keras_hub_alibi_expectations_pass(heads, bias_max):
+    output = AlibiBias(alibi_bias_max=bias_max)(np.zeros((1, heads, 1, 3), "float32")).numpy()
+    np.testing.assert_allclose(output[0, :, 0], KERAS_HUB_EXPECTATIONS[heads, bias_max], rtol=1e-6, atol=1e-8)
+    assert AlibiBias(bias_max, dtype="float16")(keras.Input((heads, 5, 10))).dtype == "float16"
+
+
+@pytest.mark.parametrize("heads", [1, 5, 8, 12, 32, 40])
+def test_alibi_slopes_and_bias_are_the_float64_formula_rounded(heads):
+    below = 2 ** math.floor(math.log2(heads))
+    expected = [2 ** (-8 * h / below) for h in range(1, below + 1)]
+    expected += [2 ** (-8 * h / (2 * below)) for h in range(1, 2 * (heads - below), 2)]
+    np.testing.assert_allclose(alibi_slopes(heads), expected, rtol=1e-15)
+    queries, keys = np.arange(2000, 2004), np.arange(0, 2004)
+    bias = AlibiBias(num_heads=heads).bias(queries, keys).numpy()[0]
+    exact = np.array(expected)[:, None, None] * (keys[None, None, :] - queries[None, :, None])
+    # float32 slopes times exact distances: two roundings, within two units of the exact product
+    assert np.all(np.abs(bias - exact) <= 2 * np.spacing(np.abs(exact).astype("float32")))
+
+
+def test_alibi_steps_give_the_full_pass_rows_and_a_bias_for_dot_product_attention():
+    layer = AlibiBias(num_heads=4)
+    full = layer.bias(np.arange(9), np.arange(9)).numpy()
+    for step in range(5, 9):
+        row = layer.bias([step], np.arange(step + 1)).numpy()
+        np.testing.assert_array_equal(row[0, :, 0], full[0, :, step, : step + 1])
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.normal(size=(2, 9, 4, 8)).astype("float32") for _ in range(3))
+    mask = attention_mask(np.arange(9), np.arange(9))
+    mixed = keras.ops.dot_product_attention(
+        q, k, v, bias=layer.bias(np.arange(9), np.arange(9)), mask=mask[:, None]
+    )
+    scores = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(8) + full
+    scores = np.where(np.tril(np.ones((9, 9), bool)), scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    expected = np.einsum("bhqk,bkhd->bqhd", weights / weights.sum(-1, keepdims=True), v)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(mixed), expected, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# T5's buckets
+
+
+@pytest.mark.parametrize(
+    "num_buckets, max_distance, bidirectional", TRANSFORMERS_BUCKETS, ids=lambda v: str(v)
+)
+def test_buckets_are_the_checkpoints_for_every_distance(num_buckets, max_distance, bidirectional):
+    relative, expected = expand_runs(
+        TRANSFORMERS_BUCKETS[num_buckets, max_distance, bidirectional], 4 * max_distance
+    )
+    layer = RelativePositionBias(2, num_buckets, max_distance, bidirectional)
+    np.testing.assert_array_equal(layer.buckets(relative).numpy(), expected)
+    graph = tf.function(layer.buckets, input_signature=[tf.TensorSpec(None, tf.int32)], jit_compile=True)
+    np.testing.assert_array_equal(graph(relative.reshape(-1, 1)).numpy()[:, 0], expected)
+
+
+def test_float64_buckets_differ_where_the_checkpoints_round():
+    # The float32 arithmetic of T5's checkpoints matters: 20 buckets over 160 (bidirectional) put
+    # distances 10, 20 and 80 one bucket lower in float64.
+    relative, expected = expand_runs(TRANSFORMERS_BUCKETS[20, 160, True], 640)
+    wrong = relative[float64_buckets(relative, 20, 160, True) != expected]
+    assert sorted(set(np.abs(wrong).tolist())) == [10, 20, 80]
+    for key in [(32, 128, True), (64, 256, True)]:
+        relative, expected = expand_runs(TRANSFORMERS_BUCKETS[key], 4 * key[1])
+        np.testing.assert_array_equal(float64_buckets(relative, *key), expected)
+
+
+def test_t5_bias_is_its_table_at_the_buckets_shared_and_cached():
+    layer = RelativePositionBias(num_heads=3, num_buckets=16, max_distance=40, bidirectional=False)
+    scores = np.random.default_rng(1).normal(size=(2, 3, 7, 7)).astype("float32")
+    output = layer(scores).numpy()  # builds the table
+    table = layer.relative_attention_bias.numpy()
+    relative, buckets = expand_runs(TRANSFORMERS_BUCKETS[16, 40, False], 160)
+    # T5's compute_bias: the bucket of key minus query, its row of the table.
+    key_minus_query = np.arange(7)[None, :] - np.arange(7)[:, None]
+    expected = table[buckets[key_minus_query + 160]].transpose(2, 0, 1)
+    np.testing.assert_array_equal(output, scores + expected[None])
+    # A decoding step at 30 over a cache of 31 slots: the full pass's last row.
+    full = layer.bias(np.arange(31), np.arange(31)).numpy()
+    np.testing.assert_array_equal(layer.bias([30], np.arange(31)).numpy()[0, :, 0], full[0, :, 30])
+    # One layer shared by every attention block, as T5 shares its first layer's: one table.
+    assert len(layer.weights) == 1 and layer.weights[0].shape == (16, 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# Both: errors, saving, runtimes
+
+
+@pytest.mark.parametrize(
+    "make, error, message",
+    [
+        (lambda: RelativePositionBias(0), ValueError, r"`num_heads` must be a positive integer"),
+        (lambda: RelativePositionBias(4, num_buckets=0), ValueError, r"`num_buckets` must be a positive"),
+        (lambda: RelativePositionBias(4, num_buckets=3), ValueError, r"at least 2 buckets per direction"),
+        (lambda: RelativePositionBias(4, 32, max_distance=8), ValueError, r"`max_distance` must be greater"),
+        (lambda: RelativePositionBias(4, bidirectional=1), ValueError, r"`bidirectional` must be a boolean"),
+        (lambda: AlibiBias(0), ValueError, r"`alibi_bias_max` must be a finite number greater than 0"),
+        (lambda: AlibiBias(num_heads=0), ValueError, r"`num_heads` must be a positive integer"),
+        (lambda: AlibiBias().bias([0], [0]), ValueError, r"needs `num_heads` to compute a bias alone"),
+        (lambda: AlibiBias()(np.zeros((2, 3, 4), "float32")), ValueError,
+         r"`attention_scores` must have shape \(batch, num_heads, q_len, k_len\)"),
+        (lambda: AlibiBias(num_heads=4)(np.zeros((1, 8, 2, 2), "float32")), ValueError, r"num_heads=4 heads"),
+        (lambda: AlibiBias()(np.zeros((1, 8, 2, 2), "float32"), query_positions=[0, 1]), ValueError,
+         r"Pass `query_positions` and `key_positions` together"),
+        (lambda: AlibiBias()(np.zeros((1, 8, 2, 2), "float32"), query_positions=[0, 1],
+                             key_positions=[0, 1, 2]),
+         ValueError, r"`key_positions` must have one entry per key of `attention_scores` \(2\)"),
+        (lambda: RelativePositionBias(8).bias([-1], [0]), tf.errors.InvalidArgumentError,
+         r"`query_positions` must be non-negative"),
+    ],
+    ids=[
+        "heads-0", "buckets-0", "buckets-too-few", "distance-inside-exact-range", "bidirectional-not-bool",
+        "alibi-max-0", "alibi-heads-0", "bias-without-heads", "scores-rank-3", "heads-differ", "one-position",
+        "positions-length", "negative-positions",
+    ],
+)  # fmt: skip
+def test_bad_bias_arguments_are_clear_errors(make, error, message):
+    with pytest.raises(error, match=message):
+        make()
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: AlibiBias(4), lambda: RelativePositionBias(4, 16, 40)], ids=["alibi", "t5"]
+)
+def test_biases_round_trip_through_keras_files(make, tmp_path):
+    scores = keras.Input((4, None, None))
+    positions = keras.Input((None,), dtype="int32")
+    layer = make()
+    model = keras.Model(
+        [scores, positions], layer(scores, query_positions=positions, key_positions=positions)
+    )
+    model.save(tmp_path / "bias.keras")
+    reloaded = keras.models.load_model(tmp_path / "bias.keras")
+    data = [
+        np.random.default_rng(2).normal(size=(2, 4, 6, 6)).astype("float32"),
+        np.arange(6)[None].repeat(2, 0),
+    ]
+    np.testing.assert_array_equal(reloaded.predict(data, verbose=0), model.predict(data, verbose=0))
+    assert type(reloaded.layers[-1]).__name__ == type(layer).__name__
+
+
+def bias_model():
+    """Scores and positions in, both biases added: a model of `None` lengths."""
+    scores = keras.Input((4, None, None), name="scores")
+    positions = keras.Input((None,), dtype="int32", name="positions")
+    alibi = AlibiBias(name="alibi")(scores, query_positions=positions, key_positions=positions)
+    t5 = RelativePositionBias(4, 16, 40, name="t5", embeddings_initializer="glorot_uniform")
+    return keras.Model([scores, positions], t5(alibi, query_positions=positions, key_positions=positions))
+
+
+SERVE_WITHOUT_TF_POSENC = """
+import sys
+sys.modules["tf_posenc"] = None
+import numpy as np, tensorflow as tf
+served = tf.saved_model.load("exported")
+data = np.load("inputs.npz")
+outputs = {}
+for length in (3, 17):
+    inputs = [tf.constant(data[f"s{length}"]), tf.constant(data[f"p{length}"])]
+    outputs[str(length)] = served.serve(inputs).numpy()
+np.savez("served.npz", **outputs)
+"""
+
+
+@pytest.mark.slow
+def test_biases_serve_from_saved_model_litert_onnx_and_xla(tmp_path):
+    from helpers import run_python
+    from test_runtimes import to_onnx_with_positions, to_tflite_with_positions
+
+    model = bias_model()
+    rng = np.random.default_rng(4)
+    cases = {}
+    for length in (3, 17):
+        positions = np.sort(rng.integers(0, 300, (2, length)), axis=1).astype("int32")
+        cases[length] = (rng.normal(size=(2, 4, length, length)).astype("float32"), positions)
+    expected = {length: model.predict(list(case), verbose=0) for length, case in cases.items()}
+    model.export(str(tmp_path / "exported"), verbose=False)
+    np.savez(tmp_path / "inputs.npz", **{f"{kind}{length}": case[index] for length, case in cases.items()
+                                          for index, kind in enumerate("sp")})  # fmt: skip
+    run_python(SERVE_WITHOUT_TF_POSENC, tmp_path)
+    served = np.load(tmp_path / "served.npz")
+    litert = to_tflite_with_positions(model, tmp_path, exported=tmp_path / "exported")
+    specs = [tf.TensorSpec((None, 4, None, None), tf.float32), tf.TensorSpec((None, None), tf.int32)]
+    onnx = to_onnx_with_positions(model, specs)
+    xla = tf.function(lambda s, p: model([s, p]), input_signature=specs, jit_compile=True)
+    for length, (scores, positions) in cases.items():
+        for runtime, output in (
+            ("served", served[str(length)]),
+            ("litert", litert(scores, positions)),
+            ("onnx", onnx(scores, positions)),
+            ("xla", xla(scores, positions).numpy()),
+        ):
+            np.testing.assert_array_equal(output, expected[length], err_msg=runtime)
+    assert len(xla.get_concrete_function(*specs).graph.get_operations()) > 0
+    assert xla.experimental_get_tracing_count() == 1  # one trace for every length
+
+
+def test_tf_keras_biases_are_the_keras_3_ones():
+    import tf_keras
+
+    from tf_posenc import tf_keras as keras_2
+
+    scores = np.random.default_rng(5).normal(size=(2, 6, 5, 5)).astype("float32")
+    positions = np.array([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11]], "int32")
+    new_t5, old_t5 = RelativePositionBias(6, 8, 20), keras_2.RelativePositionBias(6, 8, 20)
+    new_t5(scores)
+    old_t5(scores)
+    old_t5.set_weights(new_t5.get_weights())
+    for new, old in ((AlibiBias(), keras_2.AlibiBias()), (new_t5, old_t5)):
+        assert isinstance(old, tf_keras.layers.Layer)
+        for arguments in ({}, {"query_positions": positions, "key_positions": positions}):
+            np.testing.assert_array_equal(old(scores, **arguments).numpy(), new(scores, **arguments).numpy())

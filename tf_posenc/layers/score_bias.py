@@ -1,0 +1,89 @@
+"""Internal: what every attention-score bias layer does, in either Keras family."""
+
+import keras
+from keras import ops
+
+from tf_posenc import attention
+
+
+class ScoreBiasMixin:
+    """A bias of attention scores that depends on the query's and the key's positions.
+
+    A subclass gives `_bias(queries, keys, heads)`: the float32 bias `(batch or 1, heads,
+    q_len, k_len)` of int32 query positions `(batch or 1, q_len)` and key positions
+    `(batch or 1, k_len)`, and `_default_positions(q_len, k_len)`: the positions its peer's
+    layer assumes when a call gives none. A call adds the bias to the scores, rounded once to
+    their dtype; `bias` returns it alone, for `keras.ops.dot_product_attention(bias=...)`.
+    """
+
+    def call(self, attention_scores, query_positions=None, key_positions=None):
+        shape = tuple(attention_scores.shape)
+        if len(shape) != 4:
+            raise ValueError(
+                "`attention_scores` must have shape (batch, num_heads, q_len, k_len). "
+                f"Received: attention_scores.shape={shape}"
+            )
+        heads = self._heads_of(shape)
+        dtype = keras.backend.standardize_dtype(attention_scores.dtype)
+        if "float" not in dtype:
+            raise TypeError(
+                f"`attention_scores` must be floating-point. Received: attention_scores.dtype={dtype}"
+            )
+        if (query_positions is None) != (key_positions is None):
+            raise ValueError(
+                "Pass `query_positions` and `key_positions` together, or neither. Received: "
+                f"query_positions={'None' if query_positions is None else 'given'}, "
+                f"key_positions={'None' if key_positions is None else 'given'}"
+            )
+        if query_positions is None:
+            lengths = ops.shape(attention_scores)[2], ops.shape(attention_scores)[3]
+            queries, keys = self._default_positions(*lengths)
+        else:
+            queries, keys = self._checked_positions(query_positions, key_positions, shape)
+        return attention_scores + ops.cast(self._bias(queries, keys, heads), dtype)
+
+    def bias(self, query_positions, key_positions):
+        """The bias alone, `(batch or 1, num_heads, q_len, k_len)`, float32.
+
+        Args:
+            query_positions: Integer tensor `(q_len,)` or `(batch, q_len)`: each query's
+                position (for a cache, `start_index + arange(steps)`).
+            key_positions: Integer tensor `(k_len,)` or `(batch, k_len)`: each key's position.
+        """
+        heads = self._heads_of(None)
+        queries, keys = self._checked_positions(query_positions, key_positions, None)
+        return self._bias(queries, keys, heads)
+
+    def _checked_positions(self, query_positions, key_positions, scores_shape):
+        queries = attention.checked_positions("query_positions", query_positions)
+        keys = attention.checked_positions("key_positions", key_positions)
+        if scores_shape is not None:
+            for name, positions, axis in (("query_positions", queries, 2), ("key_positions", keys, 3)):
+                given, wanted = positions.shape[1], scores_shape[axis]
+                if None not in (given, wanted) and given != wanted:
+                    raise ValueError(
+                        f"`{name}` must have one entry per {'query' if axis == 2 else 'key'} of "
+                        f"`attention_scores` ({wanted}). Received: {name} with shape "
+                        f"{tuple(positions.shape)} for attention_scores.shape={scores_shape}"
+                    )
+        return queries, keys
+
+    def _heads_of(self, scores_shape):
+        """The number of heads: the layer's, checked against the scores' where both are given."""
+        given = None if scores_shape is None else scores_shape[1]
+        if self.num_heads is None:
+            if given is None:
+                raise ValueError(
+                    f"`{type(self).__name__}` needs `num_heads` to compute a bias alone, or scores "
+                    "with a known heads axis. Received: num_heads=None"
+                )
+            return given
+        if given is not None and given != self.num_heads:
+            raise ValueError(
+                f"`attention_scores` must have num_heads={self.num_heads} heads (axis 1). "
+                f"Received: attention_scores.shape={scores_shape}"
+            )
+        return self.num_heads
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
