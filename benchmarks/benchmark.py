@@ -640,6 +640,68 @@ def model_step_rows(repeats):
     return rows
 
 
+def bias_functions(layer, table, shape, jit_compile):
+    """`layer` and the addition of its precomputed `table` to scores of `shape`, as functions of
+    exactly `(scores, t)`, `t` the query's position where the scores are a decoding step's."""
+    spec = [tf.TensorSpec(shape), tf.TensorSpec((), tf.int32)]
+    step, everywhere = shape[2] == 1, tf.range(shape[3])
+
+    def with_layer(x, t):
+        queries = tf.reshape(t, (1, 1)) if step else everywhere
+        return layer(x, query_positions=queries, key_positions=everywhere)
+
+    def with_table(x, t):
+        return x + (table[:, :, t : t + 1, :] if step else table)
+
+    return {
+        way: tf.function(function, input_signature=spec, jit_compile=jit_compile)
+        for way, function in (("layer", with_layer), ("table", with_table))
+    }
+
+
+def bias_rows(repeats, heads=8, length=1024):
+    """Each attention-score bias on `(8, heads, length, length)` scores and on a decoding step's
+    `(1, heads, 1, length)` (a tensor query position), as ratios to adding a precomputed
+    `(heads, length, length)` float32 table of the same bias, in the same mode."""
+    layers = {
+        "AlibiBias": tf_posenc.AlibiBias(num_heads=heads),
+        "RelativePositionBias": tf_posenc.RelativePositionBias(heads, 32, 128),
+    }
+    everywhere = tf.range(length)
+    rows = []
+    for name, layer in layers.items():
+        table = layer.bias(everywhere, everywhere)  # built, and the table to compare with
+        for case, shape in (
+            ("(8, 1024) full", (8, heads, length, length)),
+            ("(1, 1) step", (1, heads, 1, length)),
+        ):
+            scores = tf.random.normal(shape)
+            for jit_compile in (False, True):
+                functions = bias_functions(layer, table, shape, jit_compile)
+                indices = [tf.constant(t) for t in range(500, 520)]
+                for function in functions.values():
+                    function(scores, indices[0])
+                best = dict.fromkeys(functions, float("inf"))
+                for _ in range(repeats):
+                    for way, function in functions.items():
+                        started = time.perf_counter()
+                        for t in indices:
+                            result = function(scores, t)
+                        result.numpy()
+                        best[way] = min(best[way], (time.perf_counter() - started) / len(indices))
+                rows.append(
+                    {
+                        "bias": name,
+                        "scores": case,
+                        "mode": "XLA" if jit_compile else "graph",
+                        "table (ms)": f"{best['table'] * 1e3:.3f}",
+                        "layer (ms)": f"{best['layer'] * 1e3:.3f}",
+                        "layer / table": f"{best['layer'] / best['table']:.2f}x",
+                    }
+                )
+    return rows
+
+
 BUILD_PROBE = """
 import json, os, sys, time
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
@@ -733,13 +795,14 @@ def machine():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions and sizes")
-    parser.add_argument("--only", choices=["model-step", "graph-step"], help="run one table alone")
+    parser.add_argument("--only", choices=["model-step", "graph-step", "biases"], help="run one table alone")
     args = parser.parse_args()
     repeats = 5 if args.quick else 15
     tutorial_too_big = {"tutorial_table": "not run: its float64 scratch needs > 24 GiB"}
     print(f"Machine: {machine()}\n")
     if args.only:
-        print(markdown({"model-step": model_step_rows, "graph-step": graph_step_rows}[args.only](repeats)))
+        tables = {"model-step": model_step_rows, "graph-step": graph_step_rows, "biases": bias_rows}
+        print(markdown(tables[args.only](repeats)))
         return
     print("### Eager calls: milliseconds per call, in a Python loop over start positions\n")
     print(markdown(eager_rows()))
@@ -768,6 +831,8 @@ def main():
     print(markdown(rope_type_accuracy_rows()))
     print(f"\n### Rope types: call time on {ROPE_SHAPE}, ratio to the precomputed-table rotation\n")
     print(markdown(rope_type_speed_rows(ROPE_SHAPE, repeats)))
+    print("\n### Attention-score biases, ratio to adding a precomputed bias table\n")
+    print(markdown(bias_rows(repeats)))
     print("\n### Packing: segment ids of (8, 2048) packed rows, next to a bare add on (8, 2048, 512)\n")
     print(markdown(packing_rows(repeats)))
     print(f"\nPeak memory of this process: {status_mib('VmHWM') / 1024:.1f} GiB")

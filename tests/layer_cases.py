@@ -113,6 +113,27 @@ CASES = {
         np.array([0, 1, 999, 2**30], "int32"),
         {},
     ),
+    "alibi": (
+        "AlibiBias",
+        {},
+        rng.normal(size=(2, 6, 3, 5)).astype("float32"),
+        {},
+    ),
+    "alibi-positions": (
+        "AlibiBias",
+        {"alibi_bias_max": 16, "num_heads": 6},
+        rng.normal(size=(2, 6, 3, 5)).astype("float32"),
+        {
+            "query_positions": np.array([[2, 3, 4], [40, 41, 42]]),
+            "key_positions": np.array([[0, 1, 2, 3, 4]] * 2),
+        },
+    ),
+    "t5-bias": (
+        "RelativePositionBias",
+        {"num_heads": 6, "num_buckets": 16, "max_distance": 20, "bidirectional": False},
+        rng.normal(size=(2, 6, 3, 5)).astype("float32"),
+        {"query_positions": np.array([2, 30, 4]), "key_positions": np.array([0, 1, 2, 3, 4])},
+    ),
 }
 
 

@@ -52,17 +52,18 @@ class AlibiBiasMixin(ScoreBiasMixin):
 class AlibiBias(AlibiBiasMixin, keras.layers.Layer):
     """ALiBi: attention scores biased linearly by the distance from query to key.
 
-    Each head `h` adds `-m_h (q - k)` to the score of a query at position `q` and a key at `k`
-    (keras-hub's arguments, then `num_heads`; BLOOM adds `m_h k` instead, and keras-hub `m_h (k -
-    (K - 1))`: the same after the softmax, which ignores what a query's row shares). The slopes
-    `m_h` are the paper's and BLOOM's, MPT's (`alibi_bias_max`) and keras-hub's, for any number of
-    heads (`alibi_slopes`). Used by BLOOM, MPT, Baichuan-13B and Falcon-RW.
+    Each head `h` adds `-m_h (q - k)` to the score of a query at position `q` and a key at `k`.
+    BLOOM adds `m_h k` instead, and keras-hub `m_h (k - (K - 1))`: the same after the softmax,
+    which ignores what a query's row shares. The slopes `m_h` are the paper's and BLOOM's, MPT's
+    (`alibi_bias_max`) and keras-hub's, for any number of heads (`alibi_slopes`). The arguments
+    are keras-hub's `AlibiBias`, then `num_heads`. Used by BLOOM, MPT, Baichuan-13B and Falcon-RW.
 
     Without positions a call gives keras-hub 0.32's `AlibiBias` values, `m_h (k - (K - 1))` for
     keys `k < K`; with them (from a cache's slots, `start_index`, `positions_from_mask` or
     `positions_from_segment_ids`), `-m_h (q - k)`, so a prompt and then single-token steps give
-    the full pass's bias rows bit for bit. The bias is computed in float32 (one rounding of the
-    slope's product with the exact integer distance) and rounded once to the scores' dtype.
+    the full pass's bias rows bit for bit. The bias is computed in float32 (the rounded slope
+    times the exact integer distance: within two units of the exact product) and rounded once
+    to the scores' dtype.
 
     Args:
         alibi_bias_max: Number. The slopes are `2 ** (-alibi_bias_max * h / n)` for `n` heads, a
