@@ -134,6 +134,18 @@ CASES = {
         rng.normal(size=(2, 6, 3, 5)).astype("float32"),
         {"query_positions": np.array([2, 30, 4]), "key_positions": np.array([0, 1, 2, 3, 4])},
     ),
+    "window-bias": (
+        "WindowPositionBias",
+        {"window_size": (2, 3), "num_heads": 3, "num_prefix_tokens": 1},
+        rng.normal(size=(4, 3, 7, 7)).astype("float32"),
+        {},
+    ),
+    "continuous-bias": (
+        "ContinuousPositionBias",
+        {"window_size": 3, "num_heads": 2, "pretrained_window_size": (4, 4)},
+        rng.normal(size=(4, 2, 9, 9)).astype("float32"),
+        {},
+    ),
 }
 
 
@@ -146,6 +158,23 @@ def make_layer(family, name, policy="float32", weights=None):
     if weights is not None:
         layer.set_weights(weights)
     return layer
+
+
+def stored_weights(layer_weights):
+    """Every case's weights as one flat dict of arrays (for `np.savez`): `name:index` keys."""
+    return {
+        f"{name}:{index}": weight
+        for name, weights in layer_weights.items()
+        for index, weight in enumerate(weights)
+    }
+
+
+def case_weights(stored, name):
+    """Case `name`'s weights from `stored_weights`' dict (or its `np.load`), in order, or None."""
+    keys = sorted(
+        (key for key in stored if key.rsplit(":", 1)[0] == name), key=lambda key: int(key.rsplit(":", 1)[1])
+    )
+    return [stored[key] for key in keys] or None
 
 
 # name: (class name, constructor arguments, inputs, call arguments, error, part of its message)

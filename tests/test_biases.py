@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_posenc import AlibiBias, RelativePositionBias, attention_mask, positions_from_mask
+from tf_posenc import (
+    AlibiBias,
+    ContinuousPositionBias,
+    RelativePositionBias,
+    WindowPositionBias,
+    attention_mask,
+    positions_from_mask,
+)
 from tf_posenc.layers.alibi_bias import alibi_slopes
 
 # Printed by transformers 5.24.0 (torch 2.14.1):
@@ -691,3 +698,602 @@ def test_tf_keras_biases_are_the_keras_3_ones():
         assert isinstance(old, tf_keras.layers.Layer)
         for arguments in ({}, {"query_positions": positions, "key_positions": positions}):
             np.testing.assert_array_equal(old(scores, **arguments).numpy(), new(scores, **arguments).numpy())
+
+
+# ---------------------------------------------------------------------------------------------
+# Window tables: Swin, BEiT, Swin v2
+
+# Printed by transformers 5.24.0 (torch 2.14.1): `SwinRelativePositionBias(2, (3, 4))
+# .relative_position_index`, `BeitRelativePositionBias.generate_relative_position_index((2, 3))`,
+# `Swinv2SelfAttention(Swinv2Config(), 32, 2, (3, 4), pretrained_window_size)` 's
+# `relative_coords_table[0]` and `relative_position_index`, and its `16 * sigmoid` bias with the
+# MLP weights of `swinv2_weights()` (transformers' float32 coordinates, rounded here to 9 digits).
+SWIN_INDEX_3X4 = np.array(
+    [
+        [17, 16, 15, 14, 10, 9, 8, 7, 3, 2, 1, 0],
+        [18, 17, 16, 15, 11, 10, 9, 8, 4, 3, 2, 1],
+        [19, 18, 17, 16, 12, 11, 10, 9, 5, 4, 3, 2],
+        [20, 19, 18, 17, 13, 12, 11, 10, 6, 5, 4, 3],
+        [24, 23, 22, 21, 17, 16, 15, 14, 10, 9, 8, 7],
+        [25, 24, 23, 22, 18, 17, 16, 15, 11, 10, 9, 8],
+        [26, 25, 24, 23, 19, 18, 17, 16, 12, 11, 10, 9],
+        [27, 26, 25, 24, 20, 19, 18, 17, 13, 12, 11, 10],
+        [31, 30, 29, 28, 24, 23, 22, 21, 17, 16, 15, 14],
+        [32, 31, 30, 29, 25, 24, 23, 22, 18, 17, 16, 15],
+        [33, 32, 31, 30, 26, 25, 24, 23, 19, 18, 17, 16],
+        [34, 33, 32, 31, 27, 26, 25, 24, 20, 19, 18, 17],
+    ]
+)
+BEIT_INDEX_2X3 = np.array(
+    [
+        [17, 15, 15, 15, 15, 15, 15],
+        [16, 7, 6, 5, 2, 1, 0],
+        [16, 8, 7, 6, 3, 2, 1],
+        [16, 9, 8, 7, 4, 3, 2],
+        [16, 12, 11, 10, 7, 6, 5],
+        [16, 13, 12, 11, 8, 7, 6],
+        [16, 14, 13, 12, 9, 8, 7],
+    ]
+)
+SWINV2_INDEX_3X4 = np.array(
+    [
+        [17, 16, 15, 14, 10, 9, 8, 7, 3, 2, 1, 0],
+        [18, 17, 16, 15, 11, 10, 9, 8, 4, 3, 2, 1],
+        [19, 18, 17, 16, 12, 11, 10, 9, 5, 4, 3, 2],
+        [20, 19, 18, 17, 13, 12, 11, 10, 6, 5, 4, 3],
+        [24, 23, 22, 21, 17, 16, 15, 14, 10, 9, 8, 7],
+        [25, 24, 23, 22, 18, 17, 16, 15, 11, 10, 9, 8],
+        [26, 25, 24, 23, 19, 18, 17, 16, 12, 11, 10, 9],
+        [27, 26, 25, 24, 20, 19, 18, 17, 13, 12, 11, 10],
+        [31, 30, 29, 28, 24, 23, 22, 21, 17, 16, 15, 14],
+        [32, 31, 30, 29, 25, 24, 23, 22, 18, 17, 16, 15],
+        [33, 32, 31, 30, 26, 25, 24, 23, 19, 18, 17, 16],
+        [34, 33, 32, 31, 27, 26, 25, 24, 20, 19, 18, 17],
+    ]
+)
+SWINV2_TABLE_3X4 = np.array(
+    [
+        [
+            [-1.056641698, -1.056641698],
+            [-1.056641698, -0.88765502],
+            [-1.056641698, -0.624823034],
+            [-1.056641698, 0.0],
+            [-1.056641698, 0.624823034],
+            [-1.056641698, 0.88765502],
+            [-1.056641698, 1.056641698],
+        ],
+        [
+            [-0.773976028, -1.056641698],
+            [-0.773976028, -0.88765502],
+            [-0.773976028, -0.624823034],
+            [-0.773976028, 0.0],
+            [-0.773976028, 0.624823034],
+            [-0.773976028, 0.88765502],
+            [-0.773976028, 1.056641698],
+        ],
+        [
+            [0.0, -1.056641698],
+            [0.0, -0.88765502],
+            [0.0, -0.624823034],
+            [0.0, 0.0],
+            [0.0, 0.624823034],
+            [0.0, 0.88765502],
+            [0.0, 1.056641698],
+        ],
+        [
+            [0.773976028, -1.056641698],
+            [0.773976028, -0.88765502],
+            [0.773976028, -0.624823034],
+            [0.773976028, 0.0],
+            [0.773976028, 0.624823034],
+            [0.773976028, 0.88765502],
+            [0.773976028, 1.056641698],
+        ],
+        [
+            [1.056641698, -1.056641698],
+            [1.056641698, -0.88765502],
+            [1.056641698, -0.624823034],
+            [1.056641698, 0.0],
+            [1.056641698, 0.624823034],
+            [1.056641698, 0.88765502],
+            [1.056641698, 1.056641698],
+        ],
+    ]
+)
+SWINV2_TABLE_3X4_PRETRAINED_5X6 = np.array(
+    [
+        [
+            [-0.773976028, -0.845350981],
+            [-0.773976028, -0.690129757],
+            [-0.773976028, -0.459503859],
+            [-0.773976028, 0.0],
+            [-0.773976028, 0.459503859],
+            [-0.773976028, 0.690129757],
+            [-0.773976028, 0.845350981],
+        ],
+        [
+            [-0.528320849, -0.845350981],
+            [-0.528320849, -0.690129757],
+            [-0.528320849, -0.459503859],
+            [-0.528320849, 0.0],
+            [-0.528320849, 0.459503859],
+            [-0.528320849, 0.690129757],
+            [-0.528320849, 0.845350981],
+        ],
+        [
+            [0.0, -0.845350981],
+            [0.0, -0.690129757],
+            [0.0, -0.459503859],
+            [0.0, 0.0],
+            [0.0, 0.459503859],
+            [0.0, 0.690129757],
+            [0.0, 0.845350981],
+        ],
+        [
+            [0.528320849, -0.845350981],
+            [0.528320849, -0.690129757],
+            [0.528320849, -0.459503859],
+            [0.528320849, 0.0],
+            [0.528320849, 0.459503859],
+            [0.528320849, 0.690129757],
+            [0.528320849, 0.845350981],
+        ],
+        [
+            [0.773976028, -0.845350981],
+            [0.773976028, -0.690129757],
+            [0.773976028, -0.459503859],
+            [0.773976028, 0.0],
+            [0.773976028, 0.459503859],
+            [0.773976028, 0.690129757],
+            [0.773976028, 0.845350981],
+        ],
+    ]
+)
+SWINV2_BIAS_3X4 = np.array(
+    [
+        [
+            [
+                7.074210644,
+                6.331930637,
+                6.307629585,
+                6.378007889,
+                6.369334698,
+                6.09896946,
+                6.090540886,
+                6.177539825,
+                6.354733944,
+                6.19422245,
+                6.154989719,
+                6.145884991,
+            ],
+            [
+                7.950640202,
+                7.074210644,
+                6.331930637,
+                6.307629585,
+                6.951901913,
+                6.369334698,
+                6.09896946,
+                6.090540886,
+                6.667681217,
+                6.354733944,
+                6.19422245,
+                6.154989719,
+            ],
+            [
+                8.220787048,
+                7.950640202,
+                7.074210644,
+                6.331930637,
+                7.066609859,
+                6.951901913,
+                6.369334698,
+                6.09896946,
+                6.73642683,
+                6.667681217,
+                6.354733944,
+                6.19422245,
+            ],
+            [
+                8.41180706,
+                8.220787048,
+                7.950640202,
+                7.074210644,
+                7.045373917,
+                7.066609859,
+                6.951901913,
+                6.369334698,
+                6.749210358,
+                6.73642683,
+                6.667681217,
+                6.354733944,
+            ],
+            [
+                8.114829063,
+                6.860886097,
+                6.626331806,
+                6.46753931,
+                7.074210644,
+                6.331930637,
+                6.307629585,
+                6.378007889,
+                6.369334698,
+                6.09896946,
+                6.090540886,
+                6.177539825,
+            ],
+            [
+                9.401847839,
+                8.114829063,
+                6.860886097,
+                6.626331806,
+                7.950640202,
+                7.074210644,
+                6.331930637,
+                6.307629585,
+                6.951901913,
+                6.369334698,
+                6.09896946,
+                6.090540886,
+            ],
+            [
+                9.609295845,
+                9.401847839,
+                8.114829063,
+                6.860886097,
+                8.220787048,
+                7.950640202,
+                7.074210644,
+                6.331930637,
+                7.066609859,
+                6.951901913,
+                6.369334698,
+                6.09896946,
+            ],
+            [
+                9.768034935,
+                9.609295845,
+                9.401847839,
+                8.114829063,
+                8.41180706,
+                8.220787048,
+                7.950640202,
+                7.074210644,
+                7.045373917,
+                7.066609859,
+                6.951901913,
+                6.369334698,
+            ],
+            [
+                8.487895012,
+                7.040002346,
+                6.797495365,
+                6.654283047,
+                8.114829063,
+                6.860886097,
+                6.626331806,
+                6.46753931,
+                7.074210644,
+                6.331930637,
+                6.307629585,
+                6.378007889,
+            ],
+            [
+                9.675905228,
+                8.487895012,
+                7.040002346,
+                6.797495365,
+                9.401847839,
+                8.114829063,
+                6.860886097,
+                6.626331806,
+                7.950640202,
+                7.074210644,
+                6.331930637,
+                6.307629585,
+            ],
+            [
+                9.96407795,
+                9.675905228,
+                8.487895012,
+                7.040002346,
+                9.609295845,
+                9.401847839,
+                8.114829063,
+                6.860886097,
+                8.220787048,
+                7.950640202,
+                7.074210644,
+                6.331930637,
+            ],
+            [
+                10.088035583,
+                9.96407795,
+                9.675905228,
+                8.487895012,
+                9.768034935,
+                9.609295845,
+                9.401847839,
+                8.114829063,
+                8.41180706,
+                8.220787048,
+                7.950640202,
+                7.074210644,
+            ],
+        ],
+        [
+            [
+                4.872459412,
+                4.748207569,
+                4.766960621,
+                4.873763084,
+                3.737884998,
+                4.321463108,
+                4.655225277,
+                4.815580845,
+                3.485141277,
+                4.136511326,
+                4.468299389,
+                4.705260277,
+            ],
+            [
+                4.440131187,
+                4.872459412,
+                4.748207569,
+                4.766960621,
+                3.438361645,
+                3.737884998,
+                4.321463108,
+                4.655225277,
+                3.066277027,
+                3.485141277,
+                4.136511326,
+                4.468299389,
+            ],
+            [
+                4.2991786,
+                4.440131187,
+                4.872459412,
+                4.748207569,
+                3.280618906,
+                3.438361645,
+                3.737884998,
+                4.321463108,
+                2.900197744,
+                3.066277027,
+                3.485141277,
+                4.136511326,
+            ],
+            [
+                4.215764046,
+                4.2991786,
+                4.440131187,
+                4.872459412,
+                3.207050323,
+                3.280618906,
+                3.438361645,
+                3.737884998,
+                2.794057608,
+                2.900197744,
+                3.066277027,
+                3.485141277,
+            ],
+            [
+                5.466666698,
+                5.123781204,
+                5.127315044,
+                5.152434826,
+                4.872459412,
+                4.748207569,
+                4.766960621,
+                4.873763084,
+                3.737884998,
+                4.321463108,
+                4.655225277,
+                4.815580845,
+            ],
+            [
+                5.633000851,
+                5.466666698,
+                5.123781204,
+                5.127315044,
+                4.440131187,
+                4.872459412,
+                4.748207569,
+                4.766960621,
+                3.438361645,
+                3.737884998,
+                4.321463108,
+                4.655225277,
+            ],
+            [
+                5.442321301,
+                5.633000851,
+                5.466666698,
+                5.123781204,
+                4.2991786,
+                4.440131187,
+                4.872459412,
+                4.748207569,
+                3.280618906,
+                3.438361645,
+                3.737884998,
+                4.321463108,
+            ],
+            [
+                5.2918396,
+                5.442321301,
+                5.633000851,
+                5.466666698,
+                4.215764046,
+                4.2991786,
+                4.440131187,
+                4.872459412,
+                3.207050323,
+                3.280618906,
+                3.438361645,
+                3.737884998,
+            ],
+            [
+                5.484723091,
+                5.264649391,
+                5.299493313,
+                5.281177521,
+                5.466666698,
+                5.123781204,
+                5.127315044,
+                5.152434826,
+                4.872459412,
+                4.748207569,
+                4.766960621,
+                4.873763084,
+            ],
+            [
+                5.784135342,
+                5.484723091,
+                5.264649391,
+                5.299493313,
+                5.633000851,
+                5.466666698,
+                5.123781204,
+                5.127315044,
+                4.440131187,
+                4.872459412,
+                4.748207569,
+                4.766960621,
+            ],
+            [
+                5.630600452,
+                5.784135342,
+                5.484723091,
+                5.264649391,
+                5.442321301,
+                5.633000851,
+                5.466666698,
+                5.123781204,
+                4.2991786,
+                4.440131187,
+                4.872459412,
+                4.748207569,
+            ],
+            [
+                5.476244926,
+                5.630600452,
+                5.784135342,
+                5.484723091,
+                5.2918396,
+                5.442321301,
+                5.633000851,
+                5.466666698,
+                4.215764046,
+                4.2991786,
+                4.440131187,
+                4.872459412,
+            ],
+        ],
+    ]
+)
+
+
+def swinv2_weights():
+    """Seeded MLP weights, torch's `(out, in)` layout: Linear(2, 512) weight and bias, Linear(512, 2)."""
+    rng = np.random.default_rng(0)
+    return (
+        rng.normal(0, 0.5, (512, 2)).astype("float32"),
+        rng.normal(0, 0.5, 512).astype("float32"),
+        rng.normal(0, 0.05, (2, 512)).astype("float32"),
+    )
+
+
+def test_window_indices_are_swins_and_beits():
+    np.testing.assert_array_equal(WindowPositionBias((3, 4), 2).relative_position_index, SWIN_INDEX_3X4)
+    np.testing.assert_array_equal(WindowPositionBias((3, 4), 2).relative_position_index, SWINV2_INDEX_3X4)
+    beit = WindowPositionBias((2, 3), 2, num_prefix_tokens=1)
+    np.testing.assert_array_equal(beit.relative_position_index, BEIT_INDEX_2X3)
+    beit.build()
+    assert beit.relative_position_bias_table.shape == (3 * 5 + 3, 2)
+
+
+def test_window_bias_is_its_table_at_the_index():
+    layer = WindowPositionBias((3, 4), 3, num_prefix_tokens=1)
+    layer.build()
+    table = np.random.default_rng(3).normal(size=(5 * 7 + 3, 3)).astype("float32")
+    layer.set_weights([table])
+    expected = table[layer.relative_position_index].transpose(2, 0, 1)
+    np.testing.assert_array_equal(layer.bias().numpy(), expected)
+    scores = np.random.default_rng(4).normal(size=(6, 3, 13, 13)).astype("float32")
+    np.testing.assert_array_equal(layer(scores).numpy(), scores + expected[None])
+
+
+@pytest.mark.parametrize("pretrained", [(0, 0), (5, 6)], ids=["window", "pretrained-5x6"])
+def test_continuous_coordinates_and_bias_are_swin_v2s(pretrained):
+    layer = ContinuousPositionBias((3, 4), 2, pretrained_window_size=pretrained)
+    expected = SWINV2_TABLE_3X4 if pretrained == (0, 0) else SWINV2_TABLE_3X4_PRETRAINED_5X6
+    # float64 rounded once against transformers' float32 arithmetic: within a unit (and 9 digits)
+    assert np.abs(layer.relative_coords_table - expected).max() <= 2**-23 * 1.5
+    np.testing.assert_array_equal(layer.relative_position_index, SWINV2_INDEX_3X4)
+    if pretrained == (0, 0):
+        hidden, hidden_bias, output = swinv2_weights()
+        layer.build()
+        layer.set_weights([hidden.T, hidden_bias, output.T])
+        bias = layer.bias().numpy()
+        assert bias.shape == (2, 12, 12)
+        assert np.abs(bias - SWINV2_BIAS_3X4).max() <= 1e-5
+        # and a float64 restatement of the MLP on our table
+        coords = layer.relative_coords_table.reshape(-1, 2).astype("float64")
+        table = np.maximum(coords @ hidden.T.astype("float64") + hidden_bias, 0) @ output.T.astype("float64")
+        exact = 16 / (1 + np.exp(-table[layer.relative_position_index].transpose(2, 0, 1)))
+        assert np.abs(bias - exact).max() <= 1e-5
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: WindowPositionBias(0, 2), r"`window_size` must be a positive integer"),
+        (lambda: WindowPositionBias((3, 4, 5), 2), r"`window_size` must be an integer or a \(height"),
+        (lambda: WindowPositionBias(3, 0), r"`num_heads` must be a positive integer"),
+        (lambda: WindowPositionBias(3, 2, num_prefix_tokens=2), r"`num_prefix_tokens` must be 0 \(Swin\)"),
+        (lambda: ContinuousPositionBias(3, 2, pretrained_window_size=(0, 4)), r"must be \(0, 0\) \(none\)"),
+        (lambda: ContinuousPositionBias(3, 2, pretrained_window_size=(1, 1)), r"larger than 1 on each side"),
+        (lambda: WindowPositionBias(3, 2)(np.zeros((1, 2, 8, 8), "float32")),
+         r"must have shape \(batch \* windows, 2, 9, 9\)"),
+        (lambda: ContinuousPositionBias(3, 2)(np.zeros((1, 4, 9, 9), "float32")),
+         r"\(batch \* windows, 2, 9, 9\)"),
+    ],
+    ids=["window-0", "window-3-sides", "heads-0", "prefix-2", "pretrained-half", "pretrained-1",
+         "grid-mismatch", "heads-mismatch"],
+)  # fmt: skip
+def test_bad_window_arguments_are_clear_errors(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_window_biases_save_reload_serve_and_run_in_tf_keras(tmp_path):
+    import tf_keras
+
+    from tf_posenc import tf_keras as keras_2
+
+    scores = keras.Input((2, 13, 13))
+    window = WindowPositionBias((3, 4), 2, num_prefix_tokens=1, name="beit")
+    continuous = ContinuousPositionBias((3, 4), 2, name="swinv2")
+    inner = keras.ops.pad(continuous(scores[:, :, 1:, 1:]), ((0, 0), (0, 0), (1, 0), (1, 0)))
+    model = keras.Model(scores, window(scores) + inner)
+    window.set_weights([np.random.default_rng(5).normal(size=(38, 2)).astype("float32")])
+    data = np.random.default_rng(6).normal(size=(3, 2, 13, 13)).astype("float32")
+    expected = model.predict(data, verbose=0)
+    model.save(tmp_path / "windows.keras")
+    np.testing.assert_array_equal(
+        keras.models.load_model(tmp_path / "windows.keras").predict(data, verbose=0), expected
+    )
+    model.export(str(tmp_path / "exported"), verbose=False)
+    exported = tf.saved_model.load(str(tmp_path / "exported"))  # kept: its variables live with it
+    # The MLP's matmuls of the graph (folded on its constant coordinates) round apart from eager
+    # ones: float32 noise.
+    np.testing.assert_allclose(exported.serve(tf.constant(data)).numpy(), expected, rtol=1e-6, atol=1e-6)
+    for new in (window, continuous):
+        old = getattr(keras_2, type(new).__name__)(**{k: v for k, v in new.get_config().items() if k in (
+            "window_size", "num_heads", "num_prefix_tokens", "pretrained_window_size")})  # fmt: skip
+        old.build()
+        old.set_weights(new.get_weights())
+        assert isinstance(old, tf_keras.layers.Layer)
+        np.testing.assert_array_equal(old.bias().numpy(), new.bias().numpy())

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from helpers import run_python
-from layer_cases import BAD_CALLS, CASES, make_layer
+from layer_cases import BAD_CALLS, CASES, case_weights, make_layer, stored_weights
 from reference import reference_table
 
 from tf_posenc import layers
@@ -24,14 +24,14 @@ pytestmark = pytest.mark.slow
 RUN_CASES = """
 import sys, json, numpy as np, jax, jax.numpy as jnp, keras
 sys.path.insert(0, TESTS)
-from layer_cases import CASES, make_layer
+from layer_cases import CASES, case_weights, make_layer
 from tf_posenc import layers
 assert keras.backend.backend() == "jax" and not jax.config.jax_enable_x64
 weights = np.load("weights.npz")
 outputs, dtypes = {}, {}
 for name, (class_name, arguments, inputs, call_arguments) in CASES.items():
     for policy in ("float32", "mixed_bfloat16"):
-        layer = make_layer(layers, name, policy, [weights[name]] if name in weights else None)
+        layer = make_layer(layers, name, policy, case_weights(weights, name))
         eager = layer(inputs, **call_arguments)
         # Under jit, `start_index` and `positions` are traced arrays, not constants.
         traced = {key: jnp.asarray(value) for key, value in call_arguments.items()}
@@ -54,11 +54,7 @@ def jax_world(tmp_path_factory):
     """One JAX interpreter runs every check below; returns its folder, the weights it was given,
     what it reported, and its layer outputs."""
     folder = tmp_path_factory.mktemp("jax_world")
-    weights = {}
-    for name in CASES:
-        layer = make_layer(layers, name)
-        if layer.weights:
-            weights[name] = layer.get_weights()[0]
+    weights = stored_weights({name: make_layer(layers, name).get_weights() for name in CASES})
     np.savez(folder / "weights.npz", **weights)
     script = "\n".join(
         [
@@ -80,13 +76,17 @@ def jax_world(tmp_path_factory):
 def test_jax_layers_give_the_tensorflow_bits(jax_world, name, policy):
     _, weights, result, outputs = jax_world
     class_name, _, inputs, call_arguments = CASES[name]
-    layer = make_layer(layers, name, policy, [weights[name]] if name in weights else None)
+    layer = make_layer(layers, name, policy, case_weights(weights, name))
     assert result["dtypes"][f"{name}-{policy}"] == [layer.compute_dtype] * 2
     expected = tf.cast(layer(inputs, **call_arguments), "float32").numpy()
     # Eager calls run the body compiled (`jax.jit`), like a jitted model.
     for where in ("eager", "jit"):
         got = outputs[f"{name}-{policy}-{where}"]
-        if "Rotary" not in class_name:
+        if class_name == "ContinuousPositionBias":
+            # Its MLP's matmuls round in each backend's own order (the bias itself is 16 at most).
+            unit = 2**-23 if policy == "float32" else 2**-7
+            assert np.abs(got - expected).max() <= 4 * unit * np.abs(expected).max(), where
+        elif "Rotary" not in class_name:
             assert np.array_equal(got, expected), where
         else:
             # Compiled, the rotation's last multiply-add may be fused (one rounding fewer), as
@@ -226,7 +226,7 @@ ATTENTION_INPUTS = np.random.default_rng(21).normal(size=(2, 6, 4, 16)).astype("
 
 POSITIONS_IN_ATTENTION = f"""
 from port_model import Port
-from port_weights import LLAMA, TOKENS, weights
+from port_weights import LLAMA, TOKENS, weights as port_weights
 from tf_posenc import RotaryEmbedding, attention_mask, attention_temperature
 x = np.array({ATTENTION_INPUTS.tolist()!r}, "float32")
 positions = np.array({ATTENTION_POSITIONS.tolist()!r}, "int32")
@@ -244,13 +244,19 @@ saved["mask"] = mask(positions, np.arange(6), written)
 saved["mask-jit"] = jax.jit(mask)(positions, np.arange(6), written)
 saved["temperature"] = attention_temperature(positions * 1000, 4096, 0.1)
 saved["temperature-jit"] = jax.jit(lambda p: attention_temperature(p, 4096, 0.1))(positions * 1000)
-port = Port(LLAMA, weights(LLAMA))
+port = Port(LLAMA, port_weights(LLAMA))
 saved["port"] = port(TOKENS, port.empty_cache(16), 0)[0]
 from tf_posenc import AlibiBias, RelativePositionBias
 scores = np.asarray(x[:, :, :4, :6].transpose(0, 2, 1, 3) * 0 + np.arange(6), "float32")  # (2, 4, 6, 6)
 t5 = RelativePositionBias(4, 16, 40)
 t5.build()
 t5.set_weights([np.arange(64, dtype="float32").reshape(16, 4) / 7])
+from tf_posenc import ContinuousPositionBias
+continuous = ContinuousPositionBias((2, 3), 4)
+continuous.build()
+continuous.set_weights([np.linspace(-1, 1, size, dtype="float32").reshape(shape) for size, shape in
+                        ((1024, (2, 512)), (512, (512,)), (2048, (512, 4)))])
+saved["continuous"] = continuous(scores)
 for name, layer in (("alibi", AlibiBias()), ("t5", t5)):
     saved[name] = layer(scores, query_positions=positions, key_positions=positions)
     biased = jax.jit(lambda s, p: layer(s, query_positions=p, key_positions=p))
@@ -296,6 +302,16 @@ def test_jax_rows_masks_temperature_port_and_biases_are_the_tensorflow_ones(jax_
     t5 = RelativePositionBias(4, 16, 40)
     t5.build()
     t5.set_weights([np.arange(64, dtype="float32").reshape(16, 4) / 7])
+    from tf_posenc import ContinuousPositionBias
+
+    continuous = ContinuousPositionBias((2, 3), 4)
+    continuous.build()
+    shapes = ((1024, (2, 512)), (512, (512,)), (2048, (512, 4)))
+    continuous.set_weights(
+        [np.linspace(-1, 1, size, dtype="float32").reshape(shape) for size, shape in shapes]
+    )
+    # Its MLP's matmuls round in each backend's own order: float32 noise.
+    np.testing.assert_allclose(saved["continuous"], continuous(scores).numpy(), rtol=1e-6, atol=1e-5)
     for name, layer in (("alibi", AlibiBias()), ("t5", t5)):  # the biases: the same bits
         expected = layer(scores, query_positions=positions, key_positions=positions).numpy()
         np.testing.assert_array_equal(saved[name], expected)

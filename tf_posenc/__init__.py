@@ -25,6 +25,7 @@ if os.environ.get("TF_USE_LEGACY_KERAS") in ("true", "True", "1"):
     from tf_posenc.tf_keras import (
         AlibiBias,
         AxialRotaryEmbedding,
+        ContinuousPositionBias,
         PatchPositionalEncoding,
         PositionalEmbedding,
         PositionalEncoding,
@@ -32,6 +33,7 @@ if os.environ.get("TF_USE_LEGACY_KERAS") in ("true", "True", "1"):
         RotaryEmbedding,
         TimestepEmbedding,
         VideoPositionalEncoding,
+        WindowPositionBias,
         hf_attention_layers,
     )
 else:
@@ -39,6 +41,7 @@ else:
     from tf_posenc.layers import (
         AlibiBias,
         AxialRotaryEmbedding,
+        ContinuousPositionBias,
         PatchPositionalEncoding,
         PositionalEmbedding,
         PositionalEncoding,
@@ -46,6 +49,7 @@ else:
         RotaryEmbedding,
         TimestepEmbedding,
         VideoPositionalEncoding,
+        WindowPositionBias,
     )
 from tf_posenc._positions import positions_from_mask
 from tf_posenc.attention import attention_mask, attention_temperature
@@ -68,6 +72,7 @@ __all__ = [
     "__version__",
     "AlibiBias",
     "AxialRotaryEmbedding",
+    "ContinuousPositionBias",
     "PatchPositionalEncoding",
     "PositionalEmbedding",
     "PositionalEncoding",
@@ -75,6 +80,7 @@ __all__ = [
     "RotaryEmbedding",
     "TimestepEmbedding",
     "VideoPositionalEncoding",
+    "WindowPositionBias",
     "attention_mask",
     "attention_temperature",
     "context_parallel_order",

@@ -27,6 +27,7 @@ from tf_posenc.layers.relative_position_bias import RelativePositionBiasMixin
 from tf_posenc.layers.rotary_embedding import RotaryEmbeddingMixin
 from tf_posenc.layers.timestep_embedding import TimestepEmbeddingMixin
 from tf_posenc.layers.video_positional_encoding import VideoPositionalEncodingMixin
+from tf_posenc.layers.window_position_bias import ContinuousPositionBiasMixin, WindowPositionBiasMixin
 
 __all__ = [*layers.__all__, "hf_attention_layers"]  # the same names as the Keras 3 layers
 
@@ -148,6 +149,30 @@ class RelativePositionBias(RelativePositionBiasMixin, tf_keras.layers.Layer):
     >>> scores = tf_keras.Input((8, 5, 5))
     >>> RelativePositionBias(num_heads=8)(scores).shape
     TensorShape([None, 8, 5, 5])
+    """
+
+
+@_serializable
+class WindowPositionBias(WindowPositionBiasMixin, tf_keras.layers.Layer):
+    """`tf_posenc.layers.WindowPositionBias` for tf_keras models: same arguments, same numbers.
+
+    Example:
+
+    >>> scores = tf_keras.Input((3, 12, 12))
+    >>> WindowPositionBias((3, 4), num_heads=3)(scores).shape
+    TensorShape([None, 3, 12, 12])
+    """
+
+
+@_serializable
+class ContinuousPositionBias(ContinuousPositionBiasMixin, tf_keras.layers.Layer):
+    """`tf_posenc.layers.ContinuousPositionBias` for tf_keras models: same arguments, same numbers.
+
+    Example:
+
+    >>> scores = tf_keras.Input((3, 12, 12))
+    >>> ContinuousPositionBias((3, 4), num_heads=3)(scores).shape
+    TensorShape([None, 3, 12, 12])
     """
 
 

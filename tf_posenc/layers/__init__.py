@@ -7,10 +7,12 @@ from tf_posenc.layers.relative_position_bias import RelativePositionBias
 from tf_posenc.layers.rotary_embedding import RotaryEmbedding
 from tf_posenc.layers.timestep_embedding import TimestepEmbedding
 from tf_posenc.layers.video_positional_encoding import VideoPositionalEncoding
+from tf_posenc.layers.window_position_bias import ContinuousPositionBias, WindowPositionBias
 
 __all__ = [
     "AlibiBias",
     "AxialRotaryEmbedding",
+    "ContinuousPositionBias",
     "PatchPositionalEncoding",
     "PositionalEmbedding",
     "PositionalEncoding",
@@ -18,4 +20,5 @@ __all__ = [
     "RotaryEmbedding",
     "TimestepEmbedding",
     "VideoPositionalEncoding",
+    "WindowPositionBias",
 ]
