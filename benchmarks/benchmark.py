@@ -659,6 +659,45 @@ def bias_functions(layer, table, shape, jit_compile):
     }
 
 
+def bare_add_of(table):
+    """`x + table`, a function of `x` alone (a default argument would be bound on every call)."""
+    return lambda x: x + table
+
+
+def window_bias_rows(repeats, heads=8, window=12, windows=256):
+    """Swin's, BEiT's and Swin v2's window biases on `(windows, heads, N, N)` scores (`N` a
+    12 x 12 window's tokens, plus BEiT's class token), as ratios to adding the same bias
+    precomputed, in the same mode."""
+    layers = {
+        "WindowPositionBias (Swin)": tf_posenc.WindowPositionBias(window, heads),
+        "WindowPositionBias (BEiT)": tf_posenc.WindowPositionBias(window, heads, num_prefix_tokens=1),
+        "ContinuousPositionBias (Swin v2)": tf_posenc.ContinuousPositionBias(window, heads),
+    }
+    rows = []
+    for name, layer in layers.items():
+        table = layer.bias()[None]
+        tokens = table.shape[-1]
+        scores = tf.random.normal((windows, heads, tokens, tokens))
+        for jit_compile in (False, True):
+            spec = [tf.TensorSpec(scores.shape)]
+            functions = {
+                "layer": tf.function(layer, input_signature=spec, jit_compile=jit_compile),
+                "table": tf.function(bare_add_of(table), input_signature=spec, jit_compile=jit_compile),
+            }
+            best = best_times(functions, scores, repeats)
+            rows.append(
+                {
+                    "bias": name,
+                    "scores": str(tuple(scores.shape)),
+                    "mode": "XLA" if jit_compile else "graph",
+                    "table (ms)": f"{best['table'] * 1e3:.3f}",
+                    "layer (ms)": f"{best['layer'] * 1e3:.3f}",
+                    "layer / table": f"{best['layer'] / best['table']:.2f}x",
+                }
+            )
+    return rows
+
+
 def bias_rows(repeats, heads=8, length=1024):
     """Each attention-score bias on `(8, heads, length, length)` scores and on a decoding step's
     `(1, heads, 1, length)` (a tensor query position), as ratios to adding a precomputed
@@ -801,7 +840,11 @@ def main():
     tutorial_too_big = {"tutorial_table": "not run: its float64 scratch needs > 24 GiB"}
     print(f"Machine: {machine()}\n")
     if args.only:
-        tables = {"model-step": model_step_rows, "graph-step": graph_step_rows, "biases": bias_rows}
+        tables = {
+            "model-step": model_step_rows,
+            "graph-step": graph_step_rows,
+            "biases": lambda repeats: bias_rows(repeats) + window_bias_rows(repeats),
+        }
         print(markdown(tables[args.only](repeats)))
         return
     print("### Eager calls: milliseconds per call, in a Python loop over start positions\n")
@@ -832,7 +875,7 @@ def main():
     print(f"\n### Rope types: call time on {ROPE_SHAPE}, ratio to the precomputed-table rotation\n")
     print(markdown(rope_type_speed_rows(ROPE_SHAPE, repeats)))
     print("\n### Attention-score biases, ratio to adding a precomputed bias table\n")
-    print(markdown(bias_rows(repeats)))
+    print(markdown(bias_rows(repeats) + window_bias_rows(repeats)))
     print("\n### Packing: segment ids of (8, 2048) packed rows, next to a bare add on (8, 2048, 512)\n")
     print(markdown(packing_rows(repeats)))
     print(f"\nPeak memory of this process: {status_mib('VmHWM') / 1024:.1f} GiB")

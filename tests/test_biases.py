@@ -1268,8 +1268,21 @@ def test_bad_window_arguments_are_clear_errors(make, message):
         make()
 
 
+SERVE_WINDOWS_WITHOUT_TF_POSENC = """
+import sys
+sys.modules["tf_posenc"] = None
+import numpy as np, tensorflow as tf
+exported = tf.saved_model.load("exported")
+np.save("served.npy", exported.serve(tf.constant(np.load("data.npy"))).numpy())
+print("served.npy")
+"""
+
+
+@pytest.mark.slow
 def test_window_biases_save_reload_serve_and_run_in_tf_keras(tmp_path):
     import tf_keras
+    from helpers import run_python
+    from test_runtimes import to_onnx, to_tflite
 
     from tf_posenc import tf_keras as keras_2
 
@@ -1286,10 +1299,16 @@ def test_window_biases_save_reload_serve_and_run_in_tf_keras(tmp_path):
         keras.models.load_model(tmp_path / "windows.keras").predict(data, verbose=0), expected
     )
     model.export(str(tmp_path / "exported"), verbose=False)
-    exported = tf.saved_model.load(str(tmp_path / "exported"))  # kept: its variables live with it
-    # The MLP's matmuls of the graph (folded on its constant coordinates) round apart from eager
-    # ones: float32 noise.
-    np.testing.assert_allclose(exported.serve(tf.constant(data)).numpy(), expected, rtol=1e-6, atol=1e-6)
+    np.save(tmp_path / "data.npy", data)
+    served = run_python(SERVE_WINDOWS_WITHOUT_TF_POSENC, tmp_path)
+    (tmp_path / "litert").mkdir()
+    litert = to_tflite(model, tmp_path / "litert")
+    onnx = to_onnx(model, tf.TensorSpec((None, 2, 13, 13), tf.float32))
+    # The MLP's matmuls of a graph (folded on its constant coordinates) or of a converter round
+    # apart from eager ones: float32 noise.
+    for runtime, output in (("served", np.load(tmp_path / served.split()[-1])), ("litert", litert(data)),
+                            ("onnx", onnx(data))):  # fmt: skip
+        np.testing.assert_allclose(output, expected, rtol=1e-6, atol=1e-6, err_msg=runtime)
     for new in (window, continuous):
         old = getattr(keras_2, type(new).__name__)(**{k: v for k, v in new.get_config().items() if k in (
             "window_size", "num_heads", "num_prefix_tokens", "pretrained_window_size")})  # fmt: skip
