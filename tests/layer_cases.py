@@ -146,6 +146,12 @@ CASES = {
         rng.normal(size=(4, 2, 9, 9)).astype("float32"),
         {},
     ),
+    "learned-patch": (
+        "LearnedPatchPositionEmbedding",
+        {"grid_size": 4, "d_model": 3, "antialias": True},
+        rng.normal(size=(2, 1 + 6 * 6, 3)).astype("float32"),
+        {},
+    ),
 }
 
 

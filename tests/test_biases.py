@@ -1316,3 +1316,49 @@ def test_window_biases_save_reload_serve_and_run_in_tf_keras(tmp_path):
         old.set_weights(new.get_weights())
         assert isinstance(old, tf_keras.layers.Layer)
         np.testing.assert_array_equal(old.bias().numpy(), new.bias().numpy())
+
+
+class PositionBiasedAttention(keras.layers.MultiHeadAttention):
+    """`MultiHeadAttention` whose scores take a position bias (as the README shows): the bias
+    of the call's positions, added in `_compute_attention`, Keras's hook for custom attention."""
+
+    def __init__(self, position_bias, **kwargs):
+        super().__init__(**kwargs)
+        self.position_bias = position_bias
+
+    def call(self, query, value, key=None, query_positions=None, key_positions=None, attention_mask=None):
+        self._position_bias = self.position_bias.bias(query_positions, key_positions)
+        return super().call(query, value, key=key, attention_mask=attention_mask)
+
+    def _compute_attention(self, query, key, value, attention_mask=None, *args, **kwargs):
+        scores = keras.ops.einsum("bqhd,bkhd->bhqk", query, key) / math.sqrt(query.shape[-1])
+        scores = scores + self._position_bias
+        if attention_mask is not None:
+            scores = keras.ops.where(keras.ops.expand_dims(attention_mask, 1), scores, -1e9)
+        weights = keras.ops.softmax(scores, axis=-1)
+        return keras.ops.einsum("bhqk,bkhd->bqhd", weights, value), weights
+
+
+@pytest.mark.parametrize("make", [lambda: AlibiBias(num_heads=2), lambda: RelativePositionBias(2, 16, 40)],
+                         ids=["alibi", "t5"])  # fmt: skip
+def test_a_multi_head_attention_subclass_takes_the_bias_of_its_positions(make):
+    bias = make()
+    attention = PositionBiasedAttention(bias, num_heads=2, key_dim=4)
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(1, 7, 8)).astype("float32")
+    positions = np.arange(7)[None]
+    mask = attention_mask(positions, positions)
+    full = attention(x, x, query_positions=positions, key_positions=positions, attention_mask=mask).numpy()
+    # The same with keras.ops.dot_product_attention(bias=...) on the layer's own projections.
+    q, k, v = (
+        dense(x).numpy() for dense in (attention._query_dense, attention._key_dense, attention._value_dense)
+    )
+    mixed = keras.ops.dot_product_attention(q, k, v, bias=bias.bias(positions, positions), mask=mask[:, None])
+    expected = attention._output_dense(mixed).numpy()
+    np.testing.assert_allclose(full, expected, atol=1e-5)
+    # The last query alone over all keys: the full pass's last row.
+    last = attention(
+        x[:, 6:], x, query_positions=positions[:, 6:], key_positions=positions, attention_mask=mask[:, 6:]
+    )
+    last = last.numpy()
+    np.testing.assert_allclose(last[0, 0], full[0, 6], atol=1e-6)

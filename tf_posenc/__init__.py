@@ -26,6 +26,7 @@ if os.environ.get("TF_USE_LEGACY_KERAS") in ("true", "True", "1"):
         AlibiBias,
         AxialRotaryEmbedding,
         ContinuousPositionBias,
+        LearnedPatchPositionEmbedding,
         PatchPositionalEncoding,
         PositionalEmbedding,
         PositionalEncoding,
@@ -42,6 +43,7 @@ else:
         AlibiBias,
         AxialRotaryEmbedding,
         ContinuousPositionBias,
+        LearnedPatchPositionEmbedding,
         PatchPositionalEncoding,
         PositionalEmbedding,
         PositionalEncoding,
@@ -53,6 +55,7 @@ else:
     )
 from tf_posenc._positions import positions_from_mask
 from tf_posenc.attention import attention_mask, attention_temperature
+from tf_posenc.interpolation import interpolate_position_embeddings
 from tf_posenc.multimodal import mrope_positions
 from tf_posenc.packing import (
     context_parallel_order,
@@ -73,6 +76,7 @@ __all__ = [
     "AlibiBias",
     "AxialRotaryEmbedding",
     "ContinuousPositionBias",
+    "LearnedPatchPositionEmbedding",
     "PatchPositionalEncoding",
     "PositionalEmbedding",
     "PositionalEncoding",
@@ -88,6 +92,7 @@ __all__ = [
     "get_angles",
     "grid_positions",
     "hf_attention_layers",
+    "interpolate_position_embeddings",
     "mrope_positions",
     "plot_axial_angles",
     "plot_patch_encoding",

@@ -20,6 +20,7 @@ from tf_posenc import attention, layers
 from tf_posenc.layers.alibi_bias import AlibiBiasMixin
 from tf_posenc.layers.axial_rotary_embedding import AxialRotaryEmbeddingMixin
 from tf_posenc.layers.base import SinusoidLayerMixin
+from tf_posenc.layers.learned_patch_position_embedding import LearnedPatchPositionEmbeddingMixin
 from tf_posenc.layers.patch_positional_encoding import PatchPositionalEncodingMixin
 from tf_posenc.layers.positional_embedding import PositionalEmbeddingMixin
 from tf_posenc.layers.positional_encoding import PositionalEncodingMixin
@@ -173,6 +174,18 @@ class ContinuousPositionBias(ContinuousPositionBiasMixin, tf_keras.layers.Layer)
     >>> scores = tf_keras.Input((3, 12, 12))
     >>> ContinuousPositionBias((3, 4), num_heads=3)(scores).shape
     TensorShape([None, 3, 12, 12])
+    """
+
+
+@_serializable
+class LearnedPatchPositionEmbedding(LearnedPatchPositionEmbeddingMixin, tf_keras.layers.Layer):
+    """`tf_posenc.layers.LearnedPatchPositionEmbedding` for tf_keras models: same arguments, same numbers.
+
+    Example:
+
+    >>> tokens = tf_keras.Input((1 + 6 * 5, 8))
+    >>> LearnedPatchPositionEmbedding(4, 8)(tokens, grid=(6, 5)).shape
+    TensorShape([None, 31, 8])
     """
 
 

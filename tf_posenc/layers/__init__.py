@@ -1,5 +1,6 @@
 from tf_posenc.layers.alibi_bias import AlibiBias
 from tf_posenc.layers.axial_rotary_embedding import AxialRotaryEmbedding
+from tf_posenc.layers.learned_patch_position_embedding import LearnedPatchPositionEmbedding
 from tf_posenc.layers.patch_positional_encoding import PatchPositionalEncoding
 from tf_posenc.layers.positional_embedding import PositionalEmbedding
 from tf_posenc.layers.positional_encoding import PositionalEncoding
@@ -13,6 +14,7 @@ __all__ = [
     "AlibiBias",
     "AxialRotaryEmbedding",
     "ContinuousPositionBias",
+    "LearnedPatchPositionEmbedding",
     "PatchPositionalEncoding",
     "PositionalEmbedding",
     "PositionalEncoding",

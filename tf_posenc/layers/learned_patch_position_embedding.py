@@ -1,0 +1,124 @@
+import keras
+from keras import ops
+
+from tf_posenc import _validation, interpolation
+
+
+class LearnedPatchPositionEmbeddingMixin:
+    """The body of `LearnedPatchPositionEmbedding`, shared by its Keras 3 and tf_keras classes."""
+
+    def __init__(
+        self,
+        grid_size,
+        d_model,
+        num_prefix_tokens=1,
+        convention="vit",
+        antialias=False,
+        embeddings_initializer="truncated_normal",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.grid_size = _validation.positive_int("grid_size", grid_size)
+        self.d_model = _validation.positive_int("d_model", d_model)
+        self.num_prefix_tokens = _validation.non_negative_int("num_prefix_tokens", num_prefix_tokens)
+        self.convention = _validation.one_of("convention", convention, interpolation.CONVENTIONS)
+        if convention == "siglip" and num_prefix_tokens:
+            raise ValueError(
+                "`convention='siglip'` has no class token: `num_prefix_tokens` must be 0. "
+                f"{_validation.received('num_prefix_tokens', num_prefix_tokens)}"
+            )
+        if not isinstance(antialias, bool):
+            raise ValueError(f"`antialias` must be a boolean. {_validation.received('antialias', antialias)}")
+        self.antialias = antialias
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+
+    def build(self, input_shape=None):
+        # transformers' `position_embeddings`: the prefix tokens', then the grid's, row by row.
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings",
+            shape=(1, self.num_prefix_tokens + self.grid_size**2, self.d_model),
+            initializer=self.embeddings_initializer,
+        )
+        self.built = True
+
+    def call(self, inputs, grid=None):
+        shape = tuple(inputs.shape)
+        if len(shape) != 3 or shape[-1] != self.d_model:
+            raise ValueError(
+                f"`inputs` must have shape (batch, num_prefix_tokens + height * width, {self.d_model}). "
+                f"Received: inputs.shape={shape}"
+            )
+        if grid is None:
+            patches = None if shape[1] is None else shape[1] - self.num_prefix_tokens
+            side = None if patches is None or patches <= 0 else int(round(patches**0.5))
+            if side is None or side * side != patches:
+                raise ValueError(
+                    "`grid` must be given unless `inputs` holds a square grid of known size: its "
+                    f"{self.num_prefix_tokens} prefix tokens, then height * width patches. Received: "
+                    f"inputs.shape={shape}, grid=None"
+                )
+            grid = (side, side)
+        elif shape[1] is not None and all(isinstance(size, int) for size in grid):
+            if shape[1] != self.num_prefix_tokens + grid[0] * grid[1]:
+                raise ValueError(
+                    f"`grid` must have the inputs' patches: {self.num_prefix_tokens} prefix tokens + "
+                    f"height * width = {shape[1]}. Received: grid={tuple(grid)} for inputs.shape={shape}"
+                )
+        table = interpolation.interpolate_position_embeddings(
+            self.position_embeddings, grid, self.num_prefix_tokens, self.convention, self.antialias
+        )
+        return inputs + ops.cast(table, inputs.dtype)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "grid_size": self.grid_size,
+            "d_model": self.d_model,
+            "num_prefix_tokens": self.num_prefix_tokens,
+            "convention": self.convention,
+            "antialias": self.antialias,
+            "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+        }
+
+
+@keras.saving.register_keras_serializable(package="tf_posenc")
+class LearnedPatchPositionEmbedding(LearnedPatchPositionEmbeddingMixin, keras.layers.Layer):
+    """A learned table of patch positions (ViT, DINOv2, SigLIP), resized to each input's grid.
+
+    The layer owns the pretraining grid's table, `position_embeddings` `(1, num_prefix_tokens +
+    grid_size**2, d_model)` (transformers' name and layout: load a checkpoint's into it), and adds
+    it, resized to the input's grid with the model's own bicubic interpolation
+    (`interpolate_position_embeddings`), to the inputs: the patch embeddings after their prefix
+    tokens (class token, registers). The grid may be known only when the graph runs (`grid` as
+    tensors). Returns `inputs + table`, as `PositionalEncoding` does.
+
+    Args:
+        grid_size: Integer. The side of the pretraining grid, in patches (ViT-B/16 at 224: 14).
+        d_model: Integer. The embedding width.
+        num_prefix_tokens: Integer. Tokens before the grid (ViT and DINOv2: the class token;
+            SigLIP: none). Defaults to `1`.
+        convention: `"vit"`, `"dinov2"` or `"siglip"`, as for `interpolate_position_embeddings`.
+            Defaults to `"vit"`.
+        antialias: Boolean. torch's antialiased bicubic (DINOv2 with registers). Defaults to
+            `False`.
+        embeddings_initializer: Initializer of the table. Defaults to `"truncated_normal"`.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: Float tensor `(batch, num_prefix_tokens + height * width, d_model)`.
+        grid: Optional `(height, width)`: integers or scalar integer tensors. Defaults to the
+            square grid of the inputs' patches.
+
+    Example:
+
+    >>> layer = LearnedPatchPositionEmbedding(grid_size=14, d_model=32)
+    >>> tokens = keras.ops.zeros((2, 1 + 16 * 20, 32))  # a class token and a 16 x 20 grid
+    >>> tuple(layer(tokens, grid=(16, 20)).shape)
+    (2, 321, 32)
+
+    References:
+        [Dosovitskiy et al., 2020](https://arxiv.org/abs/2010.11929)
+    """
