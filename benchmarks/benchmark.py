@@ -137,6 +137,23 @@ def best_times(functions, x, repeats):
     return best
 
 
+def best_step_times(functions, arguments, repeats):
+    """Seconds per call of each function over the argument tuples `arguments` (a decoding
+    loop: one offset after another), in interleaved rounds keeping the best, after one warm-up
+    call each. Returns name -> seconds."""
+    for function in functions.values():
+        function(*arguments[0])
+    best = dict.fromkeys(functions, float("inf"))
+    for _ in range(repeats):
+        for name, function in functions.items():
+            started = time.perf_counter()
+            for call in arguments:
+                result = function(*call)
+            tf.nest.flatten(result)[0].numpy()
+            best[name] = min(best[name], (time.perf_counter() - started) / len(arguments))
+    return best
+
+
 def speed_rows(shapes, repeats):
     """Call times of the encodings as ratios to a bare add, in each mode (see `best_times`)."""
     rows = []
@@ -502,16 +519,7 @@ def graph_step_rows(repeats):
             "keras_hub": tf.function(of_x_and_t(add_theirs, theirs), input_signature=spec),
             "alone": tf.function(lambda x, t: x * 2.0, input_signature=spec),
         }
-        best = dict.fromkeys(functions, float("inf"))
-        for function in functions.values():
-            function(x, steps[0])
-        for _ in range(repeats):
-            for name, function in functions.items():
-                started = time.perf_counter()
-                for t in steps:
-                    result = function(x, t)
-                result.numpy()
-                best[name] = min(best[name], (time.perf_counter() - started) / len(steps))
+        best = best_step_times(functions, [(x, t) for t in steps], repeats)
         rows.append(
             {
                 "tf.function step, tensor start_index": case,
@@ -616,16 +624,7 @@ def model_step_rows(repeats):
         x = tf.random.normal((1, 1, DecoderStep.d_model))
         cache = DecoderStep("table").empty_cache()
         indices = [tf.constant(t) for t in range(100, 150)]
-        for step in steps.values():
-            step(x, indices[0], cache)
-        best = dict.fromkeys(ways, float("inf"))
-        for _ in range(repeats):
-            for way, step in steps.items():
-                started = time.perf_counter()
-                for t in indices:
-                    result, _ = step(x, t, cache)
-                result.numpy()
-                best[way] = min(best[way], (time.perf_counter() - started) / len(indices))
+        best = best_step_times(steps, [(x, t, cache) for t in indices], repeats)
         rows.append(
             {
                 "8-layer decoding step": "XLA" if jit_compile else "graph",
@@ -717,17 +716,9 @@ def bias_rows(repeats, heads=8, length=1024):
             scores = tf.random.normal(shape)
             for jit_compile in (False, True):
                 functions = bias_functions(layer, table, shape, jit_compile)
-                indices = [tf.constant(t) for t in range(500, 520)]
-                for function in functions.values():
-                    function(scores, indices[0])
-                best = dict.fromkeys(functions, float("inf"))
-                for _ in range(repeats):
-                    for way, function in functions.items():
-                        started = time.perf_counter()
-                        for t in indices:
-                            result = function(scores, t)
-                        result.numpy()
-                        best[way] = min(best[way], (time.perf_counter() - started) / len(indices))
+                best = best_step_times(
+                    functions, [(scores, tf.constant(t)) for t in range(500, 520)], repeats
+                )
                 rows.append(
                     {
                         "bias": name,

@@ -77,6 +77,21 @@ def _target_grid(target_grid):
     return sizes
 
 
+def checked_options(num_prefix_tokens, convention, antialias):
+    """The resize's options, checked: a non-negative prefix (none for SigLIP), a convention, a
+    boolean `antialias`."""
+    convention = _validation.one_of("convention", convention, CONVENTIONS)
+    num_prefix_tokens = _validation.non_negative_int("num_prefix_tokens", num_prefix_tokens)
+    if convention == "siglip" and num_prefix_tokens:
+        raise ValueError(
+            "`convention='siglip'` has no class token: `num_prefix_tokens` must be 0. "
+            f"{_validation.received('num_prefix_tokens', num_prefix_tokens)}"
+        )
+    if not isinstance(antialias, bool):
+        raise ValueError(f"`antialias` must be a boolean. {_validation.received('antialias', antialias)}")
+    return num_prefix_tokens, convention, antialias
+
+
 def interpolate_position_embeddings(
     embeddings, target_grid, num_prefix_tokens=1, convention="vit", antialias=False
 ):
@@ -108,15 +123,7 @@ def interpolate_position_embeddings(
     >>> tuple(interpolate_position_embeddings(table, (16, 20)).shape)
     (1, 321, 8)
     """
-    convention = _validation.one_of("convention", convention, CONVENTIONS)
-    num_prefix_tokens = _validation.non_negative_int("num_prefix_tokens", num_prefix_tokens)
-    if convention == "siglip" and num_prefix_tokens:
-        raise ValueError(
-            "`convention='siglip'` has no class token: `num_prefix_tokens` must be 0. "
-            f"{_validation.received('num_prefix_tokens', num_prefix_tokens)}"
-        )
-    if not isinstance(antialias, bool):
-        raise ValueError(f"`antialias` must be a boolean. {_validation.received('antialias', antialias)}")
+    num_prefix_tokens, convention, antialias = checked_options(num_prefix_tokens, convention, antialias)
     height, width = _target_grid(target_grid)
     embeddings = ops.convert_to_tensor(embeddings)
     dtype = keras.backend.standardize_dtype(embeddings.dtype)

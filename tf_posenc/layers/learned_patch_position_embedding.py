@@ -20,16 +20,9 @@ class LearnedPatchPositionEmbeddingMixin:
         super().__init__(**kwargs)
         self.grid_size = _validation.positive_int("grid_size", grid_size)
         self.d_model = _validation.positive_int("d_model", d_model)
-        self.num_prefix_tokens = _validation.non_negative_int("num_prefix_tokens", num_prefix_tokens)
-        self.convention = _validation.one_of("convention", convention, interpolation.CONVENTIONS)
-        if convention == "siglip" and num_prefix_tokens:
-            raise ValueError(
-                "`convention='siglip'` has no class token: `num_prefix_tokens` must be 0. "
-                f"{_validation.received('num_prefix_tokens', num_prefix_tokens)}"
-            )
-        if not isinstance(antialias, bool):
-            raise ValueError(f"`antialias` must be a boolean. {_validation.received('antialias', antialias)}")
-        self.antialias = antialias
+        self.num_prefix_tokens, self.convention, self.antialias = interpolation.checked_options(
+            num_prefix_tokens, convention, antialias
+        )
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
 
     def build(self, input_shape=None):
