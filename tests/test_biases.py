@@ -593,13 +593,15 @@ def test_t5_bias_is_its_table_at_the_buckets_shared_and_cached():
         (lambda: AlibiBias()(np.zeros((1, 8, 2, 2), "float32"), query_positions=[0, 1],
                              key_positions=[0, 1, 2]),
          ValueError, r"`key_positions` must have one entry per key of `attention_scores` \(2\)"),
+        (lambda: AlibiBias()(np.zeros((2, 8, 1, 2), "float32"), query_positions=np.zeros((3, 1), "int32"),
+                             key_positions=[0, 1]), ValueError, r"one row per example of `attention_scores`"),
         (lambda: RelativePositionBias(8).bias([-1], [0]), tf.errors.InvalidArgumentError,
          r"`query_positions` must be non-negative"),
     ],
     ids=[
         "heads-0", "buckets-0", "buckets-too-few", "distance-inside-exact-range", "bidirectional-not-bool",
         "alibi-max-0", "alibi-heads-0", "bias-without-heads", "scores-rank-3", "heads-differ", "one-position",
-        "positions-length", "negative-positions",
+        "positions-length", "positions-batch", "negative-positions",
     ],
 )  # fmt: skip
 def test_bad_bias_arguments_are_clear_errors(make, error, message):

@@ -119,11 +119,10 @@ class RelativePositionBias(RelativePositionBiasMixin, keras.layers.Layer):
     direction when `bidirectional`, as in T5's encoder; the decoder's causal self-attention uses
     `bidirectional=False`): the first half of a direction's buckets hold one distance each, the
     rest are log-spaced up to `max_distance`, past which every distance shares the last one. The
-    buckets are transformers' and Mesh TensorFlow's for every distance: their float32 arithmetic,
-    not the float64 formula, which differs for some configurations. A table
+    buckets are transformers' for every distance: T5's float32 arithmetic, not the float64
+    formula, which puts some distances of some configurations one bucket lower. A table
     `(num_buckets, num_heads)` holds each bucket's bias; T5 computes it in its first layer and
-    shares it with the others: share one layer. Used by T5, Flan-T5, mT5, UL2, LongT5's local
-    attention.
+    shares it with the others: share one layer. Used by T5, Flan-T5, mT5 and UL2.
 
     Args:
         num_heads: Integer. The number of attention heads.

@@ -58,6 +58,13 @@ class ScoreBiasMixin:
         queries = attention.checked_positions("query_positions", query_positions)
         keys = attention.checked_positions("key_positions", key_positions)
         if scores_shape is not None:
+            for name, positions in (("query_positions", queries), ("key_positions", keys)):
+                given, batch = positions.shape[0], scores_shape[0]
+                if None not in (given, batch) and given not in (1, batch):
+                    raise ValueError(
+                        f"`{name}` must have one row per example of `attention_scores` ({batch}), or "
+                        f"one row for all. Received: {name} with shape {tuple(positions.shape)}"
+                    )
             for name, positions, axis in (("query_positions", queries, 2), ("key_positions", keys, 3)):
                 given, wanted = positions.shape[1], scores_shape[axis]
                 if None not in (given, wanted) and given != wanted:
