@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -51,3 +52,31 @@ class MaskProbeBody:
 
 class MaskProbe(MaskProbeBody, keras.layers.Layer):
     pass
+
+
+SERVE_WITHOUT_TF_POSENC = """
+import json, sys
+sys.modules["tf_posenc"] = None  # importing it would fail: the SavedModel must not need it
+import numpy as np, tensorflow as tf
+exported = tf.saved_model.load("exported")
+inputs = np.load("serve_inputs.npz")
+outputs = {}
+for name, count in json.load(open("serve_cases.json")).items():
+    given = [tf.constant(inputs[f"{name}:{index}"]) for index in range(count)]
+    outputs[name] = exported.serve(given if count > 1 else given[0]).numpy()
+np.savez("served.npz", **outputs)
+"""
+
+
+def serve_without_tf_posenc(folder, cases):
+    """The outputs of the SavedModel in `folder / "exported"` served in a fresh interpreter where
+    tf_posenc cannot be imported: `cases` maps a name to the model's input arrays (a list)."""
+    np.savez(
+        folder / "serve_inputs.npz",
+        **{f"{name}:{index}": array for name, arrays in cases.items() for index, array in enumerate(arrays)},
+    )
+    (folder / "serve_cases.json").write_text(
+        json.dumps({name: len(arrays) for name, arrays in cases.items()})
+    )
+    run_python(SERVE_WITHOUT_TF_POSENC, folder)
+    return dict(np.load(folder / "served.npz"))

@@ -771,22 +771,9 @@ class WindowedRotaryAttention(keras.Model):
         return keras.ops.reshape(mixed, (batch, steps, 32))
 
 
-SERVE_WITHOUT_TF_POSENC = """
-import sys
-sys.modules["tf_posenc"] = None
-import numpy as np, tensorflow as tf
-served = tf.saved_model.load("exported")
-data = np.load("inputs.npz")
-outputs = {}
-for name in ("short", "long"):
-    outputs[name] = served.serve([tf.constant(data["x" + name]), tf.constant(data["p" + name])]).numpy()
-np.savez("served.npz", **outputs)
-"""
-
-
 @pytest.mark.slow
 def test_rows_and_masks_serve_from_saved_model_litert_and_onnx(tmp_path):
-    from helpers import run_python
+    from helpers import serve_without_tf_posenc
     from test_runtimes import to_onnx_with_positions, to_tflite_with_positions
 
     rng = np.random.default_rng(11)
@@ -799,10 +786,7 @@ def test_rows_and_masks_serve_from_saved_model_litert_and_onnx(tmp_path):
     expected = {name: model(list(case)).numpy() for name, case in cases.items()}
     specs = [tf.TensorSpec((None, None, 16), tf.float32), tf.TensorSpec((None, None), tf.int32)]
     model.export(str(tmp_path / "exported"), verbose=False, input_signature=[specs])
-    np.savez(tmp_path / "inputs.npz", **{f"{kind}{name}": case[index] for name, case in cases.items()
-                                          for index, kind in enumerate("xp")})  # fmt: skip
-    run_python(SERVE_WITHOUT_TF_POSENC, tmp_path)
-    served = np.load(tmp_path / "served.npz")
+    served = serve_without_tf_posenc(tmp_path, {name: list(case) for name, case in cases.items()})
     litert = to_tflite_with_positions(model, tmp_path, exported=tmp_path / "exported")
     onnx = to_onnx_with_positions(model, specs)
     for name, (x, p) in cases.items():

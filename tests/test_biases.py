@@ -638,23 +638,9 @@ def bias_model():
     return keras.Model([scores, positions], t5(alibi, query_positions=positions, key_positions=positions))
 
 
-SERVE_WITHOUT_TF_POSENC = """
-import sys
-sys.modules["tf_posenc"] = None
-import numpy as np, tensorflow as tf
-served = tf.saved_model.load("exported")
-data = np.load("inputs.npz")
-outputs = {}
-for length in (3, 17):
-    inputs = [tf.constant(data[f"s{length}"]), tf.constant(data[f"p{length}"])]
-    outputs[str(length)] = served.serve(inputs).numpy()
-np.savez("served.npz", **outputs)
-"""
-
-
 @pytest.mark.slow
 def test_biases_serve_from_saved_model_litert_onnx_and_xla(tmp_path):
-    from helpers import run_python
+    from helpers import serve_without_tf_posenc
     from test_runtimes import to_onnx_with_positions, to_tflite_with_positions
 
     model = bias_model()
@@ -665,10 +651,7 @@ def test_biases_serve_from_saved_model_litert_onnx_and_xla(tmp_path):
         cases[length] = (rng.normal(size=(2, 4, length, length)).astype("float32"), positions)
     expected = {length: model.predict(list(case), verbose=0) for length, case in cases.items()}
     model.export(str(tmp_path / "exported"), verbose=False)
-    np.savez(tmp_path / "inputs.npz", **{f"{kind}{length}": case[index] for length, case in cases.items()
-                                          for index, kind in enumerate("sp")})  # fmt: skip
-    run_python(SERVE_WITHOUT_TF_POSENC, tmp_path)
-    served = np.load(tmp_path / "served.npz")
+    served = serve_without_tf_posenc(tmp_path, {str(length): list(case) for length, case in cases.items()})
     litert = to_tflite_with_positions(model, tmp_path, exported=tmp_path / "exported")
     specs = [tf.TensorSpec((None, 4, None, None), tf.float32), tf.TensorSpec((None, None), tf.int32)]
     onnx = to_onnx_with_positions(model, specs)
@@ -1270,20 +1253,10 @@ def test_bad_window_arguments_are_clear_errors(make, message):
         make()
 
 
-SERVE_WINDOWS_WITHOUT_TF_POSENC = """
-import sys
-sys.modules["tf_posenc"] = None
-import numpy as np, tensorflow as tf
-exported = tf.saved_model.load("exported")
-np.save("served.npy", exported.serve(tf.constant(np.load("data.npy"))).numpy())
-print("served.npy")
-"""
-
-
 @pytest.mark.slow
 def test_window_biases_save_reload_serve_and_run_in_tf_keras(tmp_path):
     import tf_keras
-    from helpers import run_python
+    from helpers import serve_without_tf_posenc
     from test_runtimes import to_onnx, to_tflite
 
     from tf_posenc import tf_keras as keras_2
@@ -1301,14 +1274,13 @@ def test_window_biases_save_reload_serve_and_run_in_tf_keras(tmp_path):
         keras.models.load_model(tmp_path / "windows.keras").predict(data, verbose=0), expected
     )
     model.export(str(tmp_path / "exported"), verbose=False)
-    np.save(tmp_path / "data.npy", data)
-    served = run_python(SERVE_WINDOWS_WITHOUT_TF_POSENC, tmp_path)
+    served = serve_without_tf_posenc(tmp_path, {"data": [data]})["data"]
     (tmp_path / "litert").mkdir()
     litert = to_tflite(model, tmp_path / "litert")
     onnx = to_onnx(model, tf.TensorSpec((None, 2, 13, 13), tf.float32))
     # The MLP's matmuls of a graph (folded on its constant coordinates) or of a converter round
     # apart from eager ones: float32 noise.
-    for runtime, output in (("served", np.load(tmp_path / served.split()[-1])), ("litert", litert(data)),
+    for runtime, output in (("served", served), ("litert", litert(data)),
                             ("onnx", onnx(data))):  # fmt: skip
         np.testing.assert_allclose(output, expected, rtol=1e-6, atol=1e-6, err_msg=runtime)
     for new in (window, continuous):

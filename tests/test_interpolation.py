@@ -387,17 +387,6 @@ def test_bad_interpolation_arguments_are_clear_errors(call, message):
         call()
 
 
-SERVE_WITHOUT_TF_POSENC = """
-import sys
-sys.modules["tf_posenc"] = None
-import numpy as np, tensorflow as tf
-exported = tf.saved_model.load("exported")
-data = np.load("inputs.npz")
-inputs = [tf.constant(data["x"]), tf.constant(data["h"]), tf.constant(data["w"])]
-np.save("served.npy", exported.serve(inputs).numpy())
-"""
-
-
 class ResizedEmbedding(keras.Model):
     """Patch tokens and their grid in, the resized table added: a model of `None` grids."""
 
@@ -416,7 +405,7 @@ def test_resized_tables_serve_from_saved_model_litert_onnx_tf_keras(tmp_path):
     import tf2onnx
     import tf_keras
     from ai_edge_litert.interpreter import Interpreter
-    from helpers import run_python
+    from helpers import serve_without_tf_posenc
 
     from tf_posenc import tf_keras as keras_2
 
@@ -426,9 +415,8 @@ def test_resized_tables_serve_from_saved_model_litert_onnx_tf_keras(tmp_path):
     expected = model([tokens, h, w]).numpy()
     specs = [tf.TensorSpec((None, None, 3)), tf.TensorSpec((1,), tf.int32), tf.TensorSpec((1,), tf.int32)]
     model.export(str(tmp_path / "exported"), verbose=False, input_signature=[specs])
-    np.savez(tmp_path / "inputs.npz", x=tokens, h=h, w=w)
-    run_python(SERVE_WITHOUT_TF_POSENC, tmp_path)
-    np.testing.assert_allclose(np.load(tmp_path / "served.npy"), expected, rtol=1e-6, atol=1e-6)
+    served = serve_without_tf_posenc(tmp_path, {"grid": [tokens, h, w]})["grid"]
+    np.testing.assert_allclose(served, expected, rtol=1e-6, atol=1e-6)
 
     converter = tf.lite.TFLiteConverter.from_saved_model(str(tmp_path / "exported"))
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]

@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import as_float64, rounding_floor, run_python
+from helpers import as_float64, rounding_floor, serve_without_tf_posenc
 from hf_configs import CONFIGS
 from reference import reference_partial_rotation, reference_rotation, rope_frequencies, transformers_rope
 
@@ -544,19 +544,6 @@ EXPORTED = {
     "partial": ({"partial_rotary_factor": 0.5}, {"partial_rotary_factor": 0.5}),
 }  # fmt: skip
 
-SERVE_WITHOUT_TF_POSENC = """
-import sys
-sys.modules["tf_posenc"] = None
-import numpy as np, tensorflow as tf
-served = tf.saved_model.load("exported")
-data = np.load("inputs.npz")
-outputs = {}
-for length in (5, 12):
-    q, p = data[f"q{length}"], data[f"p{length}"]
-    outputs[f"out{length}"] = served.serve([tf.constant(q), tf.constant(p)]).numpy()
-np.savez("served.npz", **outputs)
-"""
-
 
 def exported_model():
     queries, positions = keras.Input((None, 2, 16)), keras.Input((None,), dtype="int32")
@@ -597,10 +584,9 @@ def test_rope_types_export_to_saved_model_litert_and_onnx(tmp_path):
         p = np.stack([np.arange(length), np.minimum(np.arange(length) * 2, last)]).astype("int32")
         cases[length] = (q, p, exported_expectations(q, p))
     model.export(str(tmp_path / "exported"), verbose=False)
-    np.savez(tmp_path / "inputs.npz", **{f"{name}{length}": case[index] for length, case in cases.items()
-                                          for index, name in enumerate("qp")})  # fmt: skip
-    run_python(SERVE_WITHOUT_TF_POSENC, tmp_path)
-    served = np.load(tmp_path / "served.npz")
+    served = serve_without_tf_posenc(
+        tmp_path, {f"out{length}": [q, p] for length, (q, p, _) in cases.items()}
+    )
 
     litert = to_tflite_with_positions(model, tmp_path, exported=tmp_path / "exported")
     specs = [tf.TensorSpec((None, None, 2, 16), tf.float32), tf.TensorSpec((None, None), tf.int32)]
