@@ -733,8 +733,18 @@ def test_from_hf_config_takes_any_listed_layer_type_and_a_checkpoint_folder(tmp_
             r"`layer_types` must hold",
         ),
         ({"model_type": "llama"}, r"must give `num_hidden_layers`"),
+        (
+            {**PLAN_CONFIGS["gemma2"], "use_bidirectional_attention": True},
+            r"read for Gemma 3 \(EmbeddingGemma\) only",
+        ),
     ],
-    ids=["layer-types-length", "no-rope-layers-length", "unknown-layer-type", "no-layer-count"],
+    ids=[
+        "layer-types-length",
+        "no-rope-layers-length",
+        "unknown-layer-type",
+        "no-layer-count",
+        "bidirectional",
+    ],
 )
 def test_bad_plan_configs_are_clear_errors(config, message):
     with pytest.raises(ValueError, match=message):

@@ -399,6 +399,11 @@ def attention_layers(config):
     rotating = _no_rope_layers(config) if model_type in _NO_ROPE_LAYERS else [1] * len(types)
     window = _sliding_window(config)
     causal = not config.get("use_bidirectional_attention", False)
+    if not causal and model_type not in ("gemma3", "gemma3_text"):
+        raise ValueError(
+            "`use_bidirectional_attention` is read for Gemma 3 (EmbeddingGemma) only: its mask rule "
+            f"elsewhere is not known here. Received: model_type={model_type!r}"
+        )
     if not causal and window is not None:
         window //= 2  # Gemma 3's bidirectional window: |q - k| < W // 2 + 1
     entries = []
