@@ -137,6 +137,17 @@ def checked_values(name, values, limit=LARGEST, allow_floats=True):
     return _in_range(name, values, limit)
 
 
+def batched_positions(name, positions):
+    """`positions` `(seq_len,)` or `(batch, seq_len)` as int32 `(batch or 1, seq_len)`, checked."""
+    positions = checked_values(name, positions)
+    if len(positions.shape) not in (1, 2):
+        raise ValueError(
+            f"`{name}` must have shape (seq_len,) or (batch, seq_len). Received: {name} with shape "
+            f"{tuple(positions.shape)}"
+        )
+    return positions if len(positions.shape) == 2 else ops.expand_dims(positions, 0)
+
+
 @keras.saving.register_keras_serializable(package="tf_posenc")
 class CheckedValues(keras.Operation):
     """`checked_values` as an operation of a functional model (saved with it)."""

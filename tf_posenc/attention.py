@@ -17,17 +17,6 @@ from tf_posenc import _hf_config, _positions, _validation
 from tf_posenc.packing import checked_segment_ids
 
 
-def checked_positions(name, positions):
-    """`positions` `(seq_len,)` or `(batch, seq_len)` as int32 `(batch or 1, seq_len)`, checked."""
-    positions = _positions.checked_values(name, positions)
-    if len(positions.shape) not in (1, 2):
-        raise ValueError(
-            f"`{name}` must have shape (seq_len,) or (batch, seq_len). Received: {name} with shape "
-            f"{tuple(positions.shape)}"
-        )
-    return positions if len(positions.shape) == 2 else ops.expand_dims(positions, 0)
-
-
 def _same_batch(named):
     """Raises unless the known batch sizes of `named` (name -> tensor, or None) agree, sizes of
     1 aside (they broadcast)."""
@@ -121,8 +110,8 @@ def attention_mask(
             f"query_segment_ids={'None' if query_segment_ids is None else 'given'}, "
             f"key_segment_ids={'None' if key_segment_ids is None else 'given'}"
         )
-    queries = checked_positions("query_positions", query_positions)
-    keys = checked_positions("key_positions", key_positions)
+    queries = _positions.batched_positions("query_positions", query_positions)
+    keys = _positions.batched_positions("key_positions", key_positions)
     if key_mask is not None:
         key_mask = ops.convert_to_tensor(key_mask)
         if len(key_mask.shape) == 1:
@@ -281,7 +270,7 @@ def hf_attention_layers(config, **kwargs):
     >>> plan[0].rope is plan[1].rope
     True
     """
-    from tf_posenc.layers import RotaryEmbedding
+    from tf_posenc.layers import RotaryEmbedding  # the layers sit above this module
 
     return _plan(RotaryEmbedding, config, kwargs)
 

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from tf_posenc import attention
+from tf_posenc import _positions
 
 
 class ScoreBiasMixin:
@@ -55,8 +55,8 @@ class ScoreBiasMixin:
         return self._bias(queries, keys, heads)
 
     def _checked_positions(self, query_positions, key_positions, scores_shape):
-        queries = attention.checked_positions("query_positions", query_positions)
-        keys = attention.checked_positions("key_positions", key_positions)
+        queries = _positions.batched_positions("query_positions", query_positions)
+        keys = _positions.batched_positions("key_positions", key_positions)
         if scores_shape is not None:
             for name, positions in (("query_positions", queries), ("key_positions", keys)):
                 given, batch = positions.shape[0], scores_shape[0]
