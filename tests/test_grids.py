@@ -15,7 +15,7 @@ from tf_posenc import (
     PatchPositionalEncoding,
     RotaryEmbedding,
     VideoPositionalEncoding,
-    encoding,
+    _validation,
     grid_positions,
     mrope_positions,
     sincos_2d,
@@ -109,7 +109,7 @@ def test_patch_layer_adds_the_rounded_table(policy, grid_size, base_size, scale,
     layer = PatchPositionalEncoding(
         grid_size, 64, cls_token=cls_token, base_size=base_size, interpolation_scale=scale, dtype=policy
     )
-    grid = (shape[1], shape[2]) if len(shape) == 4 else encoding.grid_shape("grid_size", grid_size, 2)
+    grid = (shape[1], shape[2]) if len(shape) == 4 else _validation.grid_shape("grid_size", grid_size, 2)
     table = sincos_2d(64, grid, cls_token, base_size=base_size, interpolation_scale=scale)
     added = tf.cast(layer(np.zeros(shape, "float32")), tf.float64).numpy().reshape(shape[0], -1, 64)
     assert np.abs(added - table).max() <= BOUND[policy]

@@ -1,6 +1,7 @@
 """RotaryEmbedding's rope types against transformers: its code restated in float64, the values
 it printed, and the exact rotation; `from_hf_config` on published model configs."""
 
+import inspect
 import json
 import types
 
@@ -12,7 +13,7 @@ from helpers import as_float64, rounding_floor, serve_without_tf_posenc
 from hf_configs import CONFIGS
 from reference import reference_partial_rotation, reference_rotation, rope_frequencies, transformers_rope
 
-from tf_posenc import RotaryEmbedding
+from tf_posenc import RotaryEmbedding, _rope_types
 
 # Printed by transformers 5.24.0 (torch 2.13.0 CPU) for the configs of `hf_configs.py`:
 # `<Model>RotaryEmbedding(config)` (Llama, Qwen2, Qwen3, DeepseekV3, GptOss, Phi3, Gemma3,
@@ -597,3 +598,38 @@ def test_rope_types_export_to_saved_model_litert_and_onnx(tmp_path):
         assert np.abs(served[f"out{length}"] - exact).max() <= bound
         assert np.abs(litert(q, p) - exact).max() <= bound
         assert np.abs(onnx(q, p) - exact).max() <= bound
+
+
+def test_the_constructor_and_get_config_follow_the_registry():
+    signature = inspect.signature(RotaryEmbedding.__init__).parameters
+    names = [name for name in signature if name not in ("self", "kwargs")]
+    assert names == list(_rope_types.ARGUMENTS)
+    assert {name: signature[name].default for name in names} == {
+        name: argument.default for name, argument in _rope_types.ARGUMENTS.items()
+    }
+    config = RotaryEmbedding(rope_type="longrope", short_factor=[1.0] * 4, long_factor=[2.0] * 4).get_config()
+    assert {name: config[name] for name in names}["short_factor"] == [1.0] * 4
+    assert set(names) <= set(config)
+
+
+def test_a_new_rope_type_is_one_record(monkeypatch, tmp_path):
+    """A type added to the registry alone is taken by the layer, its config round trip,
+    `rotary_frequencies` and `from_hf_config` (by the transformers name the record gives)."""
+    record = _rope_types.RopeType(
+        lambda dim, options, seq_len: (
+            1 / (3 * np.float64(options.max_wavelength) ** (np.arange(0, dim, 2) / dim))
+        ),
+        transformers_names=("thirds",),
+        scale=lambda factor, options: 2.0,
+    )
+    monkeypatch.setitem(_rope_types.REGISTRY, "thirds", record)
+    layer = RotaryEmbedding.from_hf_config(
+        {"head_dim": 8, "rope_scaling": {"rope_type": "thirds", "factor": 2.0}}
+    )
+    assert (layer.rope_type, layer.attention_scaling) == ("thirds", 2.0)
+    np.testing.assert_allclose(layer.frequencies(8), rope_frequencies(8) / 3, rtol=1e-15)
+    x = np.random.default_rng(3).normal(size=(1, 5, 8)).astype("float32")
+    expected = 2.0 * reference_rotation(x, np.arange(5)[None], rope_frequencies(8) / 3)
+    np.testing.assert_allclose(layer(x).numpy(), expected, atol=4 * 2**-24 * np.abs(expected).max())
+    again = RotaryEmbedding.from_config(json.loads(json.dumps(layer.get_config())))
+    np.testing.assert_array_equal(again(x).numpy(), layer(x).numpy())

@@ -12,31 +12,9 @@ import os
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from tf_posenc import _validation
+from tf_posenc import _rope_types, _validation
 
-# transformers' names that differ from tf_posenc's: "dynamic" is its length-dependent NTK
-# (keras-hub's "dynamic" is another rule), "default" the unscaled rotation, "su" Phi-3's old
-# name for LongRoPE, "mrope" Qwen2-VL's old name for an unscaled rotation with `mrope_section`.
-_RENAMED = {"default": "linear", "dynamic": "dynamic_ntk", "su": "longrope", "mrope": "linear"}
-_TRANSFORMERS_TYPES = (
-    "default",
-    "linear",
-    "dynamic",
-    "yarn",
-    "longrope",
-    "llama3",
-    "proportional",
-    "su",
-    "mrope",
-)
-_UNSCALED = ("default", "mrope")  # transformers' types that take no `factor`
 _LAYER_TYPES = ("full_attention", "sliding_attention")
-_REQUIRED = {
-    "linear": ("factor",),
-    "dynamic_ntk": ("factor",),
-    "llama3": ("factor", "low_freq_factor", "high_freq_factor"),
-    "longrope": ("short_factor", "long_factor"),
-}
 
 
 def _as_dict(config):
@@ -146,15 +124,10 @@ def rotary_arguments(config, layer_type=None):
     )
     if config.get("model_type") == "phi3" and given_type == "yarn":
         given_type = "longrope"  # as transformers' Phi3Config reads Phi-3's old configs
-    if given_type not in _TRANSFORMERS_TYPES:
-        raise ValueError(
-            f"`rope_type` must be one of {_TRANSFORMERS_TYPES}. Received: rope_type={given_type!r}"
-        )
-    rope_type = _RENAMED.get(given_type, given_type)
-    for key in _REQUIRED.get(rope_type, ()):
-        if key == "factor" and given_type in _UNSCALED:
-            continue
-        if parameters.get(key) is None:
+    rope_type, scaled = _rope_types.from_transformers_name(given_type)
+    record = _rope_types.REGISTRY[rope_type]
+    for key in record.hf_required:
+        if (key != "factor" or scaled) and parameters.get(key) is None:
             raise ValueError(
                 f"The config's rope parameters must give `{key}` for rope_type={given_type!r}. "
                 f"Received: {parameters!r}"
@@ -174,38 +147,29 @@ def rotary_arguments(config, layer_type=None):
     original = config.get("original_max_position_embeddings") or parameters.get(
         "original_max_position_embeddings"
     )
-    if rope_type in ("yarn", "longrope", "llama3"):
+    if "original_max_position_embeddings" in record.reads:
         original = original or max_positions
         if original is None:
             raise ValueError(
                 f"The config must give `original_max_position_embeddings` (or `max_position_embeddings`) "
                 f"for rope_type={given_type!r}. Received: neither"
             )
-    if rope_type == "dynamic_ntk" and max_positions is None:
+    if "max_position_embeddings" in record.needs and max_positions is None:
         raise ValueError(
-            "The config must give `max_position_embeddings` for rope_type='dynamic'. Received: none"
+            f"The config must give `max_position_embeddings` for rope_type={given_type!r}. Received: none"
         )
-    rotating = head_dim if rope_type == "proportional" else int(head_dim * partial)
+    rotating = _rope_types.rotated_width(rope_type, head_dim, partial)
     if rotating == 0 or rotating % 2:
         raise ValueError(
             "The config's `partial_rotary_factor` must leave an even, positive number of rotating "
             f"features: int({head_dim} * {partial}) = {rotating}. Received: partial_rotary_factor={partial}"
         )
-    if rope_type == "longrope":
-        for key in ("short_factor", "long_factor"):
-            if len(parameters[key]) != rotating // 2:
-                raise ValueError(
-                    f"The config's `{key}` must have {rotating // 2} entries, one per rotating pair "
-                    f"of a head of {head_dim} (partial_rotary_factor={partial}). "
-                    f"Received: len({key})={len(parameters[key])}"
-                )
-    factor = None if given_type in _UNSCALED else parameters.get("factor")
     arguments = {
         "max_wavelength": parameters.get("rope_theta")
         or config.get("rope_theta")
         or config.get("rotary_emb_base")  # GPT-NeoX
         or 10000.0,  # transformers' default_theta
-        "scaling_factor": factor,
+        "scaling_factor": parameters.get("factor") if scaled else None,
         "rope_type": rope_type,
         "layout": "interleave" if config.get("rope_interleave", _interleaves(config)) else "half",
         "partial_rotary_factor": float(partial),
@@ -221,26 +185,17 @@ def rotary_arguments(config, layer_type=None):
             mrope_section=list(parameters["mrope_section"]),
             mrope_interleaved=bool(parameters.get("mrope_interleaved", False)),
         )
-    if rope_type in ("yarn", "longrope", "llama3"):
-        arguments["original_max_position_embeddings"] = original
-    if rope_type == "yarn":
-        arguments.update(
-            beta_fast=parameters.get("beta_fast") or 32.0,
-            beta_slow=parameters.get("beta_slow") or 1.0,
-            truncate=parameters.get("truncate", True),
-            mscale=parameters.get("mscale"),
-            mscale_all_dim=parameters.get("mscale_all_dim"),
-        )
-    if rope_type in ("yarn", "longrope"):
-        arguments["attention_factor"] = parameters.get("attention_factor")
-    if rope_type == "longrope":
-        arguments.update(
-            short_factor=list(parameters["short_factor"]), long_factor=list(parameters["long_factor"])
-        )
-    if rope_type == "llama3":
-        arguments.update(
-            low_freq_factor=parameters["low_freq_factor"], high_freq_factor=parameters["high_freq_factor"]
-        )
+    for name in record.reads:
+        value = original if name == "original_max_position_embeddings" else parameters.get(name)
+        argument = _rope_types.ARGUMENTS[name]
+        if argument.per_pair and len(value) != rotating // 2:
+            raise ValueError(
+                f"The config's `{name}` must have {rotating // 2} entries, one per rotating pair "
+                f"of a head of {head_dim} (partial_rotary_factor={partial}). "
+                f"Received: len({name})={len(value)}"
+            )
+        # A key given as null means the default, as transformers reads it.
+        arguments[name] = argument.default if value is None else value
     return arguments
 
 

@@ -144,3 +144,59 @@ def same_keras_family(inputs, layer_name, family):
             f"`tf_posenc.{layer_name}` is the tf_keras layer when TF_USE_LEGACY_KERAS=1). "
             f"Received: inputs of type keras.KerasTensor"
         )
+
+
+def boolean(name, value):
+    if not isinstance(value, bool):
+        raise ValueError(f"`{name}` must be a boolean. {received(name, value)}")
+    return value
+
+
+def positive_number(name, value):
+    return number_at_least(name, value, 0, strict=True)
+
+
+def optional(check):
+    """`check`, with `None` let through."""
+
+    def checked(name, value):
+        return None if value is None else check(name, value)
+
+    return checked
+
+
+def positive_numbers(name, values):
+    """`values` as a non-empty tuple of positive Python floats (a tuple: Keras tracks lists)."""
+    try:
+        numbers_ = tuple(positive_number(name, value) for value in values)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be a list of positive numbers. {received(name, values)}") from None
+    if not numbers_:
+        raise ValueError(f"`{name}` must not be empty. {received(name, values)}")
+    return numbers_
+
+
+def positive_ints(name, values):
+    """`values` as a non-empty tuple of positive Python ints."""
+    if not isinstance(values, (tuple, list)) or not values:
+        raise ValueError(f"`{name}` must be a list of positive integers. {received(name, values)}")
+    return tuple(positive_int(name, value) for value in values)
+
+
+def fraction(name, value):
+    """`value` as a Python float in (0, 1]."""
+    value = positive_number(name, value)
+    if value > 1:
+        raise ValueError(f"`{name}` must be in (0, 1]. {received(name, value)}")
+    return value
+
+
+def grid_shape(name, value, rank):
+    """`value` (an int, for every axis alike, or `rank` ints) as a tuple of `rank` positive ints."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return (positive_int(name, value),) * rank
+    if isinstance(value, (tuple, list)) and len(value) == rank:
+        return tuple(positive_int(name, size) for size in value)
+    raise ValueError(
+        f"`{name}` must be a positive integer or a tuple of {rank} positive integers. {received(name, value)}"
+    )

@@ -16,6 +16,14 @@ import tensorflow as tf
 
 from tf_posenc import _validation
 
+# The rope types' maths lives with their records; these are its public names.
+from tf_posenc._rope_types import (  # noqa: F401
+    EXTENT_DEPENDENT_ROPE_TYPES,
+    ROPE_TYPES,
+    rotary_attention_factor,
+    rotary_frequencies,
+)
+
 # Rows computed per step by `positional_encoding`, so that the float64 scratch
 # space stays small however long the table is.
 _ROWS_PER_CHUNK = 4096
@@ -167,168 +175,10 @@ def timestep_columns(dim, max_period=10000, downscale_freq_shift=1, flip_sin_to_
     return (np.concatenate([rates, rates, np.zeros(zero)]), np.concatenate([cosine, np.zeros(zero, bool)]))
 
 
-# keras-hub's three rope types, then transformers' (`"dynamic_ntk"` is transformers' `"dynamic"`,
-# renamed so that it cannot be mistaken for keras-hub's), then static NTK.
-ROPE_TYPES = ("linear", "dynamic", "yarn", "llama3", "longrope", "dynamic_ntk", "proportional", "ntk")
-# The types whose frequencies depend on the extent of the call (its largest position + 1).
-EXTENT_DEPENDENT_ROPE_TYPES = ("longrope", "dynamic_ntk")
-
-
-def rotary_frequencies(
-    dim,
-    max_wavelength=10000,
-    scaling_factor=1.0,
-    rope_type="linear",
-    beta_fast=32.0,
-    beta_slow=1.0,
-    original_max_position_embeddings=4096,
-    truncate=True,
-    denominator_dim=None,
-    *,
-    low_freq_factor=1.0,
-    high_freq_factor=4.0,
-    short_factor=None,
-    long_factor=None,
-    max_position_embeddings=None,
-    partial_rotary_factor=1.0,
-    seq_len=None,
-):
-    """The angular frequencies of the `dim // 2` feature pairs of a rotary embedding, in float64.
-
-    `dim` is the width that rotates. The arguments of keras-hub's `RotaryEmbedding` (0.32) come
-    first and mean what they mean there; the keyword-only ones are transformers' (5.x,
-    `modeling_rope_utils.py`), with their names and meaning.
-
-    * `"linear"` divides every frequency by `scaling_factor` (position interpolation).
-    * `"dynamic"` is keras-hub's rule: it divides every frequency, the highest included, by
-      `scaling_factor ** (dim / (dim - 2))`. That is neither transformers' dynamic NTK
-      (`"dynamic_ntk"` here) nor static NTK (`"ntk"`); it is kept under keras-hub's name for
-      models ported from it.
-    * `"yarn"` blends the plain and the interpolated frequencies by a ramp between the pairs
-      that turn `beta_fast` and `beta_slow` times over `original_max_position_embeddings`
-      positions (YaRN; keras-hub and transformers compute the same frequencies).
-    * `"llama3"` divides the frequencies whose wavelength exceeds
-      `original_max_position_embeddings / low_freq_factor` by `scaling_factor`, keeps those
-      below `original_max_position_embeddings / high_freq_factor`, and blends in between.
-    * `"longrope"` divides frequency `j` by `long_factor[j]` when `seq_len` (the largest
-      position of the call + 1) exceeds `original_max_position_embeddings`, else by
-      `short_factor[j]` (LongRoPE, Phi-3).
-    * `"dynamic_ntk"` is transformers' `"dynamic"`: nothing changes while `seq_len` is at most
-      `max_position_embeddings`; past it the base grows to
-      `base * (s * seq_len / max_position_embeddings - (s - 1)) ** (dim / (dim - 2))`.
-    * `"ntk"` is static NTK-aware scaling: the base becomes `base * s ** (dim / (dim - 2))`, so
-      the highest frequency stays and the lowest is divided by about `s`.
-    * `"proportional"` (Gemma 4): `dim` is the whole head; the first
-      `int(partial_rotary_factor * dim // 2)` pairs get the frequencies
-      `base ** (-2j / dim)` / `scaling_factor`, and the other pairs frequency 0 (they do not
-      rotate).
-
-    transformers rounds `short_factor` and `long_factor` to float32 and computes its inverse
-    frequencies in float32; here everything is float64, the numbers its code means.
-    """
-    exponents = np.arange(0, dim, 2, dtype=np.float64)
-    base = np.float64(max_wavelength)
-    factor = np.float64(1.0 if scaling_factor is None else scaling_factor)
-    plain = base ** -(exponents / (denominator_dim or dim))
-    if rope_type == "linear":
-        return plain / factor
-    if rope_type == "dynamic":
-        return plain / factor ** (dim / max(1, dim - 2))
-    if rope_type == "ntk":
-        return (base * factor ** (dim / (dim - 2))) ** -(exponents / dim)
-    if rope_type == "dynamic_ntk":
-        extent = max(seq_len or max_position_embeddings, max_position_embeddings)
-        grown = base * (factor * extent / max_position_embeddings - (factor - 1)) ** (dim / (dim - 2))
-        return grown ** -(exponents / dim)
-    if rope_type == "proportional":
-        rotating = int(partial_rotary_factor * dim // 2)
-        frequencies = np.zeros(dim // 2)
-        frequencies[:rotating] = base ** -(np.arange(0, 2 * rotating, 2) / dim)
-        return frequencies / factor
-    if rope_type == "longrope":
-        use_long = seq_len is not None and seq_len > original_max_position_embeddings
-        return plain / np.asarray(long_factor if use_long else short_factor, np.float64)
-    if rope_type == "llama3":
-        low_wavelength = original_max_position_embeddings / low_freq_factor
-        high_wavelength = original_max_position_embeddings / high_freq_factor
-        wavelength = 2 * math.pi / plain
-        smooth = (original_max_position_embeddings / wavelength - low_freq_factor) / (
-            high_freq_factor - low_freq_factor
-        )
-        blended = (1 - smooth) * plain / factor + smooth * plain
-        return np.where(
-            wavelength < high_wavelength,
-            plain,
-            np.where(wavelength > low_wavelength, plain / factor, blended),
-        )
-    extrapolated = 1 / base ** (exponents / dim)
-    interpolated = extrapolated / factor
-
-    def correction_dim(rotations):
-        return (
-            dim
-            * math.log(original_max_position_embeddings / (rotations * 2 * math.pi))
-            / (2 * math.log(max_wavelength))
-        )
-
-    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
-    if truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, dim - 1)
-    ramp = np.clip((np.arange(dim // 2) - low) / max(high - low, 0.001), 0, 1)
-    return interpolated * ramp + extrapolated * (1 - ramp)
-
-
-def rotary_attention_factor(
-    rope_type,
-    scaling_factor=1.0,
-    original_max_position_embeddings=4096,
-    attention_factor=None,
-    mscale=None,
-    mscale_all_dim=None,
-):
-    """The number a rotary embedding multiplies its cosines and sines by, as a Python float.
-
-    `attention_factor`, when given, is the answer (`1.0` turns the scale off). Otherwise, as in
-    transformers: YaRN's `0.1 * ln(s) + 1` (also keras-hub's), or with `mscale` and
-    `mscale_all_dim` both set DeepSeek's ratio `(0.1 * mscale * ln(s) + 1) /
-    (0.1 * mscale_all_dim * ln(s) + 1)`; LongRoPE's `sqrt(1 + ln(s) / ln(original))`; `1.0`
-    for every other type and wherever `s <= 1`.
-    """
-    if attention_factor is not None:
-        return float(attention_factor)
-    factor = 1.0 if scaling_factor is None else float(scaling_factor)
-    if factor <= 1:
-        return 1.0
-    if rope_type == "yarn":
-
-        def temperature(weight):
-            return 0.1 * weight * math.log(factor) + 1.0
-
-        if mscale and mscale_all_dim:
-            return temperature(mscale) / temperature(mscale_all_dim)
-        return temperature(1.0)
-    if rope_type == "longrope":
-        return math.sqrt(1 + math.log(factor) / math.log(original_max_position_embeddings))
-    return 1.0
-
-
 def rotary_columns(frequencies):
     """`columns` of a rotation's table: the sine of every pair, then its cosine."""
     pairs = len(frequencies)
     return np.concatenate([frequencies, frequencies]), np.arange(2 * pairs) >= pairs
-
-
-def grid_shape(name, value, rank):
-    """`value` (an int, for every axis alike, or `rank` ints) as a tuple of `rank` positive ints."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        return (_validation.positive_int(name, value),) * rank
-    if isinstance(value, (tuple, list)) and len(value) == rank:
-        return tuple(_validation.positive_int(name, size) for size in value)
-    raise ValueError(
-        f"`{name}` must be a positive integer or a tuple of {rank} positive integers. "
-        f"{_validation.received(name, value)}"
-    )
 
 
 def grid_columns(width, scale=1.0):
@@ -351,10 +201,6 @@ def grid_scales(grid, base_size=None, interpolation_scale=1.0):
     if base_size is None:
         return tuple(1.0 / interpolation_scale for _ in grid)
     return tuple(base_size / (size * interpolation_scale) for size in grid)
-
-
-def _positive_number(name, value):
-    return _validation.number_at_least(name, value, 0, strict=True)
 
 
 def sincos_2d(embed_dim, grid_size, cls_token=False, *, base_size=None, interpolation_scale=1.0):
@@ -387,7 +233,7 @@ def sincos_2d(embed_dim, grid_size, cls_token=False, *, base_size=None, interpol
     (6, 8)
     """
     embed_dim = _validation.positive_int("embed_dim", embed_dim)
-    height, width = grid_shape("grid_size", grid_size, 2)
+    height, width = _validation.grid_shape("grid_size", grid_size, 2)
     if embed_dim % 4:
         raise ValueError(
             "`embed_dim` must be a multiple of 4: each grid axis gets half the width, in sine "
@@ -395,8 +241,8 @@ def sincos_2d(embed_dim, grid_size, cls_token=False, *, base_size=None, interpol
         )
     if not isinstance(cls_token, bool):
         raise ValueError(f"`cls_token` must be a boolean. {_validation.received('cls_token', cls_token)}")
-    base_size = None if base_size is None else _positive_number("base_size", base_size)
-    interpolation_scale = _positive_number("interpolation_scale", interpolation_scale)
+    base_size = None if base_size is None else _validation.positive_number("base_size", base_size)
+    interpolation_scale = _validation.positive_number("interpolation_scale", interpolation_scale)
     row_scale, column_scale = grid_scales((height, width), base_size, interpolation_scale)
     row, column = np.divmod(np.arange(height * width), width)
     half = embed_dim // 2
@@ -434,15 +280,15 @@ def sincos_3d(
     (4, 6, 64)
     """
     embed_dim = _validation.positive_int("embed_dim", embed_dim)
-    width, height = grid_shape("spatial_size", spatial_size, 2)
+    width, height = _validation.grid_shape("spatial_size", spatial_size, 2)
     frames = _validation.positive_int("temporal_size", temporal_size)
     if embed_dim % 16:
         raise ValueError(
             "`embed_dim` must be a multiple of 16: a quarter for the frames and three eighths for "
             f"each spatial axis, each in sine and cosine halves. Received: embed_dim={embed_dim}"
         )
-    spatial = 1.0 / _positive_number("spatial_interpolation_scale", spatial_interpolation_scale)
-    temporal = 1.0 / _positive_number("temporal_interpolation_scale", temporal_interpolation_scale)
+    spatial = 1.0 / _validation.positive_number("spatial_interpolation_scale", spatial_interpolation_scale)
+    temporal = 1.0 / _validation.positive_number("temporal_interpolation_scale", temporal_interpolation_scale)
     frame, patch = np.divmod(np.arange(frames * height * width), height * width)
     row, column = np.divmod(patch, width)
     parts = [
@@ -475,7 +321,7 @@ def grid_positions(grid, offset=0):
     """
     if not isinstance(grid, (tuple, list)) or not grid:
         raise ValueError(f"`grid` must be a tuple of positive integers. {_validation.received('grid', grid)}")
-    sizes = grid_shape("grid", tuple(grid), len(grid))
+    sizes = _validation.grid_shape("grid", tuple(grid), len(grid))
     offsets = (offset,) * len(sizes) if isinstance(offset, numbers.Integral) else tuple(offset)
     if len(offsets) != len(sizes) or not all(
         isinstance(value, numbers.Integral) and value >= 0 for value in offsets

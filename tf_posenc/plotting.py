@@ -181,7 +181,7 @@ def plot_patch_encoding(
     )
     columns = [quarter * (d_model // 4) for quarter in range(4)] if columns is None else list(columns)
     _checked_columns(columns, d_model)
-    shape = encoding.grid_shape("grid_size", grid_size, 2)
+    shape = _validation.grid_shape("grid_size", grid_size, 2)
     return _grid_panels(
         [[table[:, column] for column in columns]],
         [[f"column {c}" for c in columns]],
@@ -222,7 +222,7 @@ def plot_video_encoding(spatial_size, temporal_size, d_model, columns=None, fram
     columns = [0, d_model // 4, 5 * d_model // 8] if columns is None else list(columns)
     _checked_columns(columns, d_model)
     frames = list(range(min(temporal_size, 4))) if frames is None else list(frames)
-    width, height = encoding.grid_shape("spatial_size", spatial_size, 2)
+    width, height = _validation.grid_shape("spatial_size", spatial_size, 2)
     panels = [[table[frame, :, column] for frame in frames] for column in columns]
     titles = [[f"column {column}, frame {frame}" for frame in frames] for column in columns]
     return _grid_panels(panels, titles, (height, width), cmap, -1, 1, "value")

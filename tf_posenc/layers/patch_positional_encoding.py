@@ -19,7 +19,7 @@ class PatchPositionalEncodingMixin:
         if grid_size is None:
             self.grid_size, self._grid = None, None
         else:
-            self._grid = encoding.grid_shape("grid_size", grid_size, 2)
+            self._grid = _validation.grid_shape("grid_size", grid_size, 2)
             self.grid_size = grid_size if isinstance(grid_size, int) else self._grid
         self.d_model = _validation.positive_int("d_model", d_model)
         if self.d_model % 4:

@@ -2,7 +2,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from tf_posenc import _hf_config, _positions, _rotation, _rows, _validation, encoding
+from tf_posenc import _hf_config, _positions, _rope_types, _rotation, _rows, _validation, encoding
 from tf_posenc.layers.base import SinusoidLayer
 
 
@@ -38,78 +38,21 @@ class RotaryEmbeddingMixin:
         mrope_interleaved=False,
         **kwargs,
     ):
+        # Every argument but `kwargs`, by the names of the registry's `ARGUMENTS` (which a test
+        # holds equal to this signature), checked there alone and kept as attributes.
+        arguments = {name: value for name, value in locals().items() if name in _rope_types.ARGUMENTS}
         super().__init__(**kwargs)
-        self.max_wavelength = _validation.wavelength("max_wavelength", max_wavelength)
-        self.scaling_factor = _optional(_validation.number_at_least, "scaling_factor", scaling_factor, 1)
-        self.rope_type = _validation.one_of("rope_type", rope_type, encoding.ROPE_TYPES)
-        self.beta_fast = _validation.number_at_least("beta_fast", beta_fast, 0, strict=True)
-        self.beta_slow = _validation.number_at_least("beta_slow", beta_slow, 0, strict=True)
-        self.original_max_position_embeddings = _validation.positive_int(
-            "original_max_position_embeddings", original_max_position_embeddings
+        checked = _rope_types.checked_arguments(arguments)
+        for name, value in checked.items():
+            setattr(self, name, value)
+        self._options = _rope_types.Options(
+            **{**checked, "scaling_factor": _rope_types.effective_factor(checked)}
         )
-        if not isinstance(truncate, bool):
-            raise ValueError(f"`truncate` must be a boolean. {_validation.received('truncate', truncate)}")
-        self.truncate = truncate
-        self.sequence_axis = _validation.integer("sequence_axis", sequence_axis)
-        self.feature_axis = _validation.integer("feature_axis", feature_axis)
-        self.denominator_dim = _optional(_validation.positive_int, "denominator_dim", denominator_dim)
-        self.layout = _validation.one_of("layout", layout, _rotation.ROTARY_LAYOUTS)
-        self.attention_factor = _optional(
-            _validation.number_at_least, "attention_factor", attention_factor, 0, strict=True
-        )
-        self.mscale = _optional(_validation.number_at_least, "mscale", mscale, 0)
-        self.mscale_all_dim = _optional(_validation.number_at_least, "mscale_all_dim", mscale_all_dim, 0)
-        self.low_freq_factor = _validation.number_at_least("low_freq_factor", low_freq_factor, 0, strict=True)
-        self.high_freq_factor = _validation.number_at_least(
-            "high_freq_factor", high_freq_factor, 0, strict=True
-        )
-        if self.rope_type == "llama3" and not self.high_freq_factor > self.low_freq_factor:
-            raise ValueError(
-                "`high_freq_factor` must be greater than `low_freq_factor`. "
-                f"Received: high_freq_factor={high_freq_factor}, low_freq_factor={low_freq_factor}"
-            )
-        self.short_factor = _optional(_factor_list, "short_factor", short_factor)
-        self.long_factor = _optional(_factor_list, "long_factor", long_factor)
-        _check_longrope_factors(self.rope_type, self.short_factor, self.long_factor)
-        self.max_position_embeddings = _optional(
-            _validation.positive_int, "max_position_embeddings", max_position_embeddings
-        )
-        if self.rope_type == "dynamic_ntk" and self.max_position_embeddings is None:
-            raise ValueError(
-                "`rope_type='dynamic_ntk'` needs `max_position_embeddings`: its frequencies "
-                "change once a call reaches past it. Received: max_position_embeddings=None"
-            )
-        self.partial_rotary_factor = _validation.number_at_least(
-            "partial_rotary_factor", partial_rotary_factor, 0, strict=True
-        )
-        if self.partial_rotary_factor > 1:
-            raise ValueError(
-                "`partial_rotary_factor` must be in (0, 1]: the fraction of each head that rotates. "
-                f"{_validation.received('partial_rotary_factor', partial_rotary_factor)}"
-            )
-        self.mrope_section = _optional(_sections, "mrope_section", mrope_section)
-        if not isinstance(mrope_interleaved, bool):
-            raise ValueError(
-                "`mrope_interleaved` must be a boolean. "
-                f"{_validation.received('mrope_interleaved', mrope_interleaved)}"
-            )
-        self.mrope_interleaved = mrope_interleaved
-        if self.mrope_section is not None and self.rope_type in encoding.EXTENT_DEPENDENT_ROPE_TYPES:
-            raise ValueError(
-                f"`mrope_section` cannot be combined with rope_type={self.rope_type!r}, whose frequencies "
-                "follow each call's extent."
-            )
-        if mrope_interleaved and (self.mrope_section is None or len(self.mrope_section) != 3):
-            raise ValueError(
-                "`mrope_interleaved=True` (Qwen3-VL) needs a `mrope_section` of three sizes (t, h, w). "
-                f"Received: mrope_section={mrope_section!r}"
-            )
-        self._factor = self._effective_factor()
         # Applied to the cosines and sines, as keras-hub and transformers do (before their one
         # rounding).
-        self._attention_scaling = encoding.rotary_attention_factor(
+        self._attention_scaling = _rope_types.rotary_attention_factor(
             self.rope_type,
-            self._factor,
+            self._options.scaling_factor,
             self.original_max_position_embeddings,
             self.attention_factor,
             self.mscale,
@@ -118,18 +61,14 @@ class RotaryEmbeddingMixin:
         self._cached_constants = ()
 
     @property
+    def _rope(self):
+        """The record of the layer's rope type (not an attribute: Keras would track it)."""
+        return _rope_types.REGISTRY[self.rope_type]
+
+    @property
     def attention_scaling(self):
         """The number the cosines and sines are multiplied by (transformers' name for it)."""
         return self._attention_scaling
-
-    def _effective_factor(self):
-        """`scaling_factor`, or for YaRN and LongRoPE without one the ratio of the context
-        lengths, as transformers infers it; 1.0 otherwise."""
-        if self.scaling_factor is not None:
-            return self.scaling_factor
-        if self.rope_type in ("yarn", "longrope") and self.max_position_embeddings is not None:
-            return self.max_position_embeddings / self.original_max_position_embeddings
-        return 1.0
 
     def call(self, inputs, start_index=0, positions=None, rows=None):
         if rows is not None:
@@ -250,28 +189,7 @@ class RotaryEmbeddingMixin:
     def get_config(self):
         return {
             **super().get_config(),
-            "max_wavelength": self.max_wavelength,
-            "scaling_factor": self.scaling_factor,
-            "rope_type": self.rope_type,
-            "beta_fast": self.beta_fast,
-            "beta_slow": self.beta_slow,
-            "original_max_position_embeddings": self.original_max_position_embeddings,
-            "truncate": self.truncate,
-            "sequence_axis": self.sequence_axis,
-            "feature_axis": self.feature_axis,
-            "denominator_dim": self.denominator_dim,
-            "layout": self.layout,
-            "attention_factor": self.attention_factor,
-            "mscale": self.mscale,
-            "mscale_all_dim": self.mscale_all_dim,
-            "low_freq_factor": self.low_freq_factor,
-            "high_freq_factor": self.high_freq_factor,
-            "short_factor": None if self.short_factor is None else list(self.short_factor),
-            "long_factor": None if self.long_factor is None else list(self.long_factor),
-            "max_position_embeddings": self.max_position_embeddings,
-            "partial_rotary_factor": self.partial_rotary_factor,
-            "mrope_section": None if self.mrope_section is None else list(self.mrope_section),
-            "mrope_interleaved": self.mrope_interleaved,
+            **{name: _rope_types.config_value(getattr(self, name)) for name in _rope_types.ARGUMENTS},
         }
 
     @classmethod
@@ -320,36 +238,12 @@ class RotaryEmbeddingMixin:
         """The float64 angular frequency of each feature pair that rotates, for features of
         width `dim`; `seq_len` (a call's largest position + 1) matters to `"longrope"` and
         `"dynamic_ntk"` only."""
-        return encoding.rotary_frequencies(
-            self._rotated_width(dim),
-            self.max_wavelength,
-            self._factor,
-            self.rope_type,
-            self.beta_fast,
-            self.beta_slow,
-            self.original_max_position_embeddings,
-            self.truncate,
-            self.denominator_dim,
-            low_freq_factor=self.low_freq_factor,
-            high_freq_factor=self.high_freq_factor,
-            short_factor=self.short_factor,
-            long_factor=self.long_factor,
-            max_position_embeddings=self.max_position_embeddings,
-            partial_rotary_factor=self.partial_rotary_factor,
-            seq_len=seq_len,
-        )
+        return self._rope.frequencies(self._rotated_width(dim), self._options, seq_len)
 
     def _constants(self, dim, seq_len=None):
         """The route's constants for features of width `dim` (and a call's `seq_len`), built
         once: the last two sets are kept, enough for LongRoPE's short and long factors."""
-        if self.rope_type == "longrope":
-            seq_len = self.original_max_position_embeddings + int(
-                seq_len is not None and seq_len > self.original_max_position_embeddings
-            )
-        elif self.rope_type == "dynamic_ntk":
-            seq_len = max(seq_len or 0, self.max_position_embeddings)
-        else:
-            seq_len = None
+        seq_len = self._rope.extent(self._options, seq_len) if self._rope.extent else None
         for key, constants in self._cached_constants:
             if key == (dim, seq_len):
                 return constants
@@ -358,38 +252,35 @@ class RotaryEmbeddingMixin:
         return constants
 
     def _call_rows(self, dim, positions, length, dtype):
-        """The rows of a call: LongRoPE picks its short or long factors by the call's extent
-        (inside the graph where the extent is only known when it runs: both sets' rows, whose
-        per-column constants graphs fold, and one select), dynamic NTK computes its frequencies
-        for the extent, which must be known when the call is traced."""
+        """The rows of a call. A type whose frequencies follow the call's extent takes them for
+        that extent; where a graph only knows it when it runs, a type with a switch point
+        (LongRoPE's short and long factors) computes both sets' rows, whose per-column constants
+        graphs fold, and selects; any other needs the extent when the call is traced."""
 
         def rows(constants):
             return _rows.rows(positions, length, constants, dtype, scale=self.attention_scaling)
 
-        if self.rope_type not in encoding.EXTENT_DEPENDENT_ROPE_TYPES:
+        if not self._rope.extent:
             return rows(self._constants(dim))
         extent = _positions.extent(positions, length)
         if isinstance(extent, int):
             return rows(self._constants(dim, extent))
-        if self.rope_type == "dynamic_ntk":
+        if not self._rope.switch:
             raise ValueError(
-                "`rope_type='dynamic_ntk'` computes its frequencies from a call's largest position, "
+                f"`rope_type={self.rope_type!r}` computes its frequencies from a call's largest position, "
                 "which must be known when the call is traced: call the layer eagerly, or with a "
                 "Python int `start_index` and a fixed sequence length (inputs of known length). "
                 "Received: a start_index, positions or sequence length known only at run time"
             )
-        long = rows(self._constants(dim, self.original_max_position_embeddings + 1))
-        return ops.where(extent > self.original_max_position_embeddings, long, rows(self._constants(dim)))
+        switch = self._rope.switch(self._options)
+        return ops.where(extent > switch, rows(self._constants(dim, switch + 1)), rows(self._constants(dim)))
 
     def _compiled_in_eager_calls(self):
-        return self.rope_type != "dynamic_ntk"  # its constants follow each call's extent
+        # A type whose constants follow each call's extent, without a switch, runs op by op.
+        return not self._rope.extent or bool(self._rope.switch)
 
     def _rotated_width(self, dim):
-        """How many of the `dim` features rotate: `partial_rotary_factor` of them, except
-        for `"proportional"`, whose non-rotating pairs are spread through the head."""
-        if self.rope_type == "proportional" or self.partial_rotary_factor == 1:
-            return dim
-        return int(dim * self.partial_rotary_factor)
+        return _rope_types.rotated_width(self.rope_type, dim, self.partial_rotary_factor)
 
     def _output_shape(self, shape):
         self._axes(shape)
@@ -485,66 +376,15 @@ class RotaryEmbeddingMixin:
                 f"mrope_section={list(self.mrope_section)} (sum {sum(self.mrope_section)}) "
                 f"for inputs.shape={shape}"
             )
-        for name in ("short_factor", "long_factor"):
+        for name, argument in _rope_types.ARGUMENTS.items():
             factors = getattr(self, name)
-            if self.rope_type == "longrope" and len(factors) != width // 2:
+            if argument.per_pair and factors is not None and len(factors) != width // 2:
                 raise ValueError(
                     f"`{name}` must have one entry per rotating feature pair: {width // 2} for "
                     f"{width} rotating features. Received: len({name})={len(factors)} for "
                     f"inputs.shape={shape}"
                 )
         return tuple(axes)
-
-
-def _optional(check, name, value, *arguments, **options):
-    """`check(name, value, ...)`, with `None` let through."""
-    return None if value is None else check(name, value, *arguments, **options)
-
-
-def _sections(name, values):
-    """`values` as a tuple of positive Python ints (M-RoPE's section sizes)."""
-    if not isinstance(values, (tuple, list)) or not values:
-        raise ValueError(
-            f"`{name}` must be a list of positive integers. {_validation.received(name, values)}"
-        )
-    return tuple(_validation.positive_int(name, value) for value in values)
-
-
-def _factor_list(name, values):
-    """`values` as a tuple of positive Python floats (kept as a tuple: Keras tracks lists)."""
-    try:
-        numbers = tuple(_validation.number_at_least(name, value, 0, strict=True) for value in values)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"`{name}` must be a list of positive numbers, one per rotating feature pair. "
-            f"{_validation.received(name, values)}"
-        ) from None
-    if not numbers:
-        raise ValueError(f"`{name}` must not be empty. {_validation.received(name, values)}")
-    return numbers
-
-
-def _check_longrope_factors(rope_type, short_factor, long_factor):
-    if rope_type == "longrope":
-        missing = [
-            name
-            for name, value in (("short_factor", short_factor), ("long_factor", long_factor))
-            if value is None
-        ]
-        if missing:
-            raise ValueError(
-                f"`rope_type='longrope'` needs `short_factor` and `long_factor`. Received: {missing[0]}=None"
-            )
-        if len(short_factor) != len(long_factor):
-            raise ValueError(
-                "`short_factor` and `long_factor` must have the same length. Received: "
-                f"len(short_factor)={len(short_factor)}, len(long_factor)={len(long_factor)}"
-            )
-    elif short_factor is not None or long_factor is not None:
-        raise ValueError(
-            "`short_factor` and `long_factor` are LongRoPE's: pass them with rope_type='longrope'. "
-            f"Received: rope_type={rope_type!r}"
-        )
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")

@@ -32,7 +32,7 @@ class VideoPositionalEncodingMixin:
                 f"temporal_size={temporal_size!r}"
             )
         if spatial_size is not None:
-            width, height = encoding.grid_shape("spatial_size", spatial_size, 2)
+            width, height = _validation.grid_shape("spatial_size", spatial_size, 2)
             self._grid = (_validation.positive_int("temporal_size", temporal_size), height, width)
         self.spatial_size = list(spatial_size) if isinstance(spatial_size, (tuple, list)) else spatial_size
         self.temporal_size = temporal_size
