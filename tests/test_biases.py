@@ -7,6 +7,7 @@ import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
+from bounds import FLOAT32_UNIT
 
 from tf_posenc import (
     AlibiBias,
@@ -1215,7 +1216,7 @@ def test_continuous_coordinates_and_bias_are_swin_v2s(pretrained):
     layer = ContinuousPositionBias((3, 4), 2, pretrained_window_size=pretrained)
     expected = SWINV2_TABLE_3X4 if pretrained == (0, 0) else SWINV2_TABLE_3X4_PRETRAINED_5X6
     # float64 rounded once against transformers' float32 arithmetic: within a unit (and 9 digits)
-    assert np.abs(layer.relative_coords_table - expected).max() <= 2**-23 * 1.5
+    assert np.abs(layer.relative_coords_table - expected).max() <= FLOAT32_UNIT * 1.5
     np.testing.assert_array_equal(layer.relative_position_index, SWINV2_INDEX_3X4)
     if pretrained == (0, 0):
         hidden, hidden_bias, output = swinv2_weights()

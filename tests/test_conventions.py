@@ -11,7 +11,8 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from reference import BOUND, ROUNDED_POLICIES
+from bounds import BOUND, FLOAT32_UNIT, ROW_BOUND
+from reference import ROUNDED_POLICIES
 from tensorflow.core.protobuf import saved_model_pb2
 from test_runtimes import float64_attributes, to_tflite
 
@@ -107,7 +108,9 @@ def test_tensor2tensor_timing_signal(channels, min_timescale, policy):
     expected = timing_signal(300, channels, min_timescale, start_index=3000)
     assert np.abs(added - expected).max() <= BOUND[policy]
     table = positional_encoding(300, channels, convention="tensor2tensor", min_timescale=min_timescale)
-    assert np.abs(table.numpy()[0] - timing_signal(300, channels, min_timescale)).max() <= 2**-24
+    assert (
+        np.abs(table.numpy()[0] - timing_signal(300, channels, min_timescale)).max() <= ROW_BOUND["float32"]
+    )
 
 
 # Printed from TF Model Garden itself (tf-models-official 2.20.0,
@@ -149,7 +152,7 @@ def test_tensor2tensor_documented_timescales_divide():
     added = added_to_zeros(
         PositionalEncoding(64, 8, convention="tensor2tensor_documented", min_timescale=2.0), (1, 64, 8)
     )[0]
-    assert np.abs(added - timing_signal(64, 8, 2.0, divide=True)).max() <= 2**-23
+    assert np.abs(added - timing_signal(64, 8, 2.0, divide=True)).max() <= FLOAT32_UNIT
     assert np.abs(added - timing_signal(64, 8, 2.0)).max() > 0.1  # the code's form differs
 
 
@@ -159,7 +162,7 @@ def test_tensor2tensor_documented_timescales_divide():
 @pytest.mark.parametrize("dim", [8, 9, 256], ids=lambda d: f"d{d}")
 def test_fairseq_table(dim):
     added = added_to_zeros(PositionalEncoding(1024, dim, convention="fairseq"), (1, 1024, dim))[0]
-    assert np.abs(added - fairseq_table(1024, dim)).max() <= 2**-23
+    assert np.abs(added - fairseq_table(1024, dim)).max() <= FLOAT32_UNIT
 
 
 def test_fairseq_padding_idx_positions_and_zero_rows():
@@ -171,7 +174,7 @@ def test_fairseq_padding_idx_positions_and_zero_rows():
     added = layer(tokens).numpy()
     table = fairseq_table(16, 8, padding_idx)
     expected = table[fairseq_positions(tokens, padding_idx)]
-    assert np.abs(added - expected).max() <= 2**-23
+    assert np.abs(added - expected).max() <= FLOAT32_UNIT
     assert np.all(added[tokens == padding_idx] == 0)
     with pytest.raises(ValueError, match=r"With `padding_idx`, positions come from the tokens"):
         layer(tokens, start_index=2)
@@ -232,7 +235,7 @@ def test_timestep_embedding_matches_get_timestep_embedding(kwargs, dim):
     layer = TimestepEmbedding(dim, **kwargs)
     embedded = layer(timesteps).numpy()
     assert embedded.shape == (6, dim)
-    assert np.abs(embedded - timestep_reference(timesteps, dim, **kwargs)).max() <= 2**-23
+    assert np.abs(embedded - timestep_reference(timesteps, dim, **kwargs)).max() <= FLOAT32_UNIT
     as_floats = layer(timesteps.astype("float32")).numpy()
     np.testing.assert_array_equal(as_floats, embedded)
 
@@ -286,7 +289,7 @@ def test_conventions_export_without_float64_and_run_in_litert(tmp_path):
     serve = to_tflite(model, tmp_path)
     data = np.array([0, 7, 999], "int32")
     expected = timestep_reference(data, 32, flip_sin_to_cos=True)
-    assert np.abs(serve(data) - expected).max() <= 2**-23
+    assert np.abs(serve(data) - expected).max() <= FLOAT32_UNIT
     patches = keras.Input((16, 8))
     patch_model = keras.Model(patches, PatchPositionalEncoding(4, 8)(patches))
     patch_model.export(str(tmp_path / "patches"), verbose=False)

@@ -7,9 +7,10 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from bounds import FLOAT32_UNIT
 from helpers import MaskProbe
-from layer_checks import run_layer_checks
 from reference import reference_table
+from test_keras_harness import HARNESS_WARNINGS, run_harness
 
 from tf_posenc import PositionalEmbedding, PositionalEncoding, RotaryEmbedding
 
@@ -18,28 +19,22 @@ def random_inputs(batch, seq_len, d_model, seed=0):
     return np.random.default_rng(seed).normal(size=(batch, seq_len, d_model)).astype("float32")
 
 
-def test_positional_encoding_passes_the_layer_checks():
-    x = random_inputs(2, 7, 6)
-    run_layer_checks(
-        PositionalEncoding,
-        {"position": 16, "d_model": 6},
-        x,
-        expected_output=x + reference_table(np.arange(7), 6),
-        expected_trainable_weights=0,
-    )
-
-
-def test_positional_embedding_passes_the_layer_checks():
+@HARNESS_WARNINGS[0]
+@HARNESS_WARNINGS[1]
+def test_positional_embedding_passes_the_keras_harness():
     tokens = np.array([[1, 4, 2, 0], [3, 3, 0, 0]], dtype="int32")
     layer = PositionalEmbedding(5, 6, 16, embeddings_initializer="ones")
     expected = math.sqrt(6) + reference_table(np.arange(4), 6)
     np.testing.assert_allclose(layer(tokens).numpy(), np.broadcast_to(expected, (2, 4, 6)), rtol=1e-6)
-    run_layer_checks(
-        PositionalEmbedding,
-        {"vocab_size": 5, "d_model": 6, "position": 16, "mask_zero": True, "embeddings_initializer": "ones"},
-        tokens,
-        expected_output=np.broadcast_to(expected, (2, 4, 6)),
-        expected_trainable_weights=1,
+    arguments = {
+        "vocab_size": 5,
+        "d_model": 6,
+        "position": 16,
+        "mask_zero": True,
+        "embeddings_initializer": "ones",
+    }
+    run_harness(
+        PositionalEmbedding, arguments, tokens, expected=np.broadcast_to(expected, (2, 4, 6)), trainable=1
     )
 
 
@@ -106,9 +101,11 @@ def test_same_numbers_eager_graph_and_xla_with_one_trace(jit_compile):
     for seq_len in (1, 13, 64):
         x = random_inputs(3, seq_len, 16, seed=seq_len)
         eager = layer(x).numpy()
-        np.testing.assert_allclose(compiled(x).numpy(), eager, atol=2**-22)
+        np.testing.assert_allclose(compiled(x).numpy(), eager, atol=2 * FLOAT32_UNIT)
         np.testing.assert_allclose(
-            eager - x, np.broadcast_to(reference_table(np.arange(seq_len), 16), x.shape), atol=2**-22
+            eager - x,
+            np.broadcast_to(reference_table(np.arange(seq_len), 16), x.shape),
+            atol=2 * FLOAT32_UNIT,
         )
     assert len(traces) == 1
 
@@ -139,7 +136,7 @@ def test_decoding_one_step_at_a_time_equals_the_full_pass():
     np.testing.assert_array_equal(np.concatenate(traced, axis=1), full)
     # Against the formula too: x + PE, each sum rounded once to float32.
     expected = x + reference_table(np.arange(10), 8)
-    assert np.abs(full - expected).max() <= 2**-23 * (1 + np.abs(expected).max())
+    assert np.abs(full - expected).max() <= FLOAT32_UNIT * (1 + np.abs(expected).max())
 
 
 def test_positional_embedding_decodes_step_by_step():
@@ -150,7 +147,7 @@ def test_positional_embedding_decodes_step_by_step():
     np.testing.assert_array_equal(np.concatenate(steps, axis=1), full)
     table = layer.token_embedding.embeddings.numpy().astype(np.float64)
     expected = table[tokens] * np.sqrt(8) + reference_table(np.arange(4), 8)
-    assert np.abs(full - expected).max() <= 2**-22 * (1 + np.abs(expected).max())
+    assert np.abs(full - expected).max() <= 2 * FLOAT32_UNIT * (1 + np.abs(expected).max())
 
 
 @pytest.mark.parametrize("shape", [(3,), (2, 3)], ids=["shared", "per-example"])
@@ -159,7 +156,7 @@ def test_positions_pick_rows(shape):
     layer = PositionalEncoding(32, 8)
     added = layer(tf.zeros((2, 3, 8)), positions=positions).numpy()
     expected = np.broadcast_to(reference_table(positions, 8), (2, 3, 8))
-    np.testing.assert_allclose(added, expected, atol=2**-23)
+    np.testing.assert_allclose(added, expected, atol=FLOAT32_UNIT)
 
 
 @pytest.mark.parametrize(
@@ -230,13 +227,15 @@ def text_tutorial_table(length, depth):
 def test_concat_layout_matches_the_text_tutorial_convention():
     layer = PositionalEncoding(2048, 512, layout="concat")
     added = layer(tf.zeros((1, 2048, 512))).numpy()[0]
-    np.testing.assert_allclose(added, text_tutorial_table(2048, 512), atol=2**-23)
+    np.testing.assert_allclose(added, text_tutorial_table(2048, 512), atol=FLOAT32_UNIT)
 
 
 def test_max_wavelength_changes_the_frequencies():
     layer = PositionalEncoding(100, 4, max_wavelength=100)
     added = layer(tf.zeros((1, 100, 4))).numpy()[0]
-    np.testing.assert_allclose(added, reference_table(np.arange(100), 4, max_wavelength=100), atol=2**-23)
+    np.testing.assert_allclose(
+        added, reference_table(np.arange(100), 4, max_wavelength=100), atol=FLOAT32_UNIT
+    )
     assert layer.get_config()["max_wavelength"] == 100
 
 

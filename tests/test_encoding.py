@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from bounds import ROW_BOUND
 from reference import reference_table
 
 from tf_posenc import get_angles, positional_encoding, shift_matrix
@@ -120,7 +121,7 @@ def test_positional_encoding_is_float64_reference_rounded_once(position, d_model
     expected = reference_table(np.arange(position), d_model, layout=layout)
     # Within half a float32 unit, and the nearest float32 nearly everywhere (the reference
     # divides where the library multiplies, so a value on a rounding tie may go either way).
-    assert np.abs(table - expected).max() <= 2**-24 * (1 + 2**-20)
+    assert np.abs(table - expected).max() <= ROW_BOUND["float32"] * (1 + 2**-20)
     assert np.mean(table == expected.astype(np.float32)) > 0.999
 
 
@@ -133,7 +134,7 @@ def test_odd_width_ends_with_a_sine():
 def test_table_longer_than_one_chunk_is_seamless():
     table = positional_encoding(9000, 8).numpy()[0]
     expected = reference_table(np.arange(9000), 8)
-    assert np.abs(table - expected).max() <= 2**-24 * (1 + 2**-20)
+    assert np.abs(table - expected).max() <= ROW_BOUND["float32"] * (1 + 2**-20)
     assert np.mean(table == expected.astype(np.float32)) > 0.999
 
 

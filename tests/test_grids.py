@@ -8,7 +8,8 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from reference import BOUND, reference_rotation
+from bounds import BOUND, ROTATION_BOUND, ROW_BOUND
+from reference import reference_rotation
 
 from tf_posenc import (
     AxialRotaryEmbedding,
@@ -190,12 +191,12 @@ def test_axial_rotation_is_flux_embed_nd():
     basis[..., 0::2] = 1.0  # rotated: the cosine of every pair, then its sine, interleaved
     rows = layer(basis, positions=ids).numpy()[0]
     angles = flux_reference(ids)
-    assert np.abs(rows[:, 0::2] - np.cos(angles)).max() <= 2**-24
-    assert np.abs(rows[:, 1::2] - np.sin(angles)).max() <= 2**-24
+    assert np.abs(rows[:, 0::2] - np.cos(angles)).max() <= ROW_BOUND["float32"]
+    assert np.abs(rows[:, 1::2] - np.sin(angles)).max() <= ROW_BOUND["float32"]
     for (token, column), value in FLUX_COS.items():
-        assert rows[token, column - column % 2] == pytest.approx(value, abs=2**-24)
+        assert rows[token, column - column % 2] == pytest.approx(value, abs=ROW_BOUND["float32"])
     for (token, column), value in FLUX_SIN.items():
-        assert rows[token, column - column % 2 + 1] == pytest.approx(value, abs=2**-24)
+        assert rows[token, column - column % 2 + 1] == pytest.approx(value, abs=ROW_BOUND["float32"])
     x = np.random.default_rng(0).normal(size=(2, len(ids), 3, 128)).astype("float32")
     # As RotaryEmbedding with every pair's angle given: the formula at (row, column) ids.
     expected = np.stack(
@@ -205,7 +206,7 @@ def test_axial_rotation_is_flux_embed_nd():
         ],
         axis=-1,
     ).reshape(x.shape)
-    assert np.abs(layer(x, positions=ids).numpy() - expected).max() <= 4 * 2**-24 * np.abs(expected).max()
+    assert np.abs(layer(x, positions=ids).numpy() - expected).max() <= ROTATION_BOUND * np.abs(expected).max()
 
 
 # Printed by transformers 5.24.0: Qwen2VLVisionRotaryEmbedding(Qwen2VLVisionConfig()) (head_dim
@@ -246,11 +247,11 @@ def test_axial_half_layout_is_qwen2_vl_vision_rope():
     cos, sin = np.cos(angles)[None, :, None], np.sin(angles)[None, :, None]
     first, second = x[..., : head_dim // 2], x[..., head_dim // 2 :]
     expected = np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
-    assert np.abs(got - expected).max() <= 4 * 2**-24 * np.abs(expected).max()
+    assert np.abs(got - expected).max() <= ROTATION_BOUND * np.abs(expected).max()
     # A single axis is RotaryEmbedding's rotation.
     single = AxialRotaryEmbedding((16,), layout="half")(x[..., :16], positions=np.arange(60)[:, None]).numpy()
     exact = reference_rotation(x[..., :16], np.arange(60)[None], 1.0 / 10000 ** (np.arange(0, 16, 2) / 16))
-    assert np.abs(single - exact).max() <= 4 * 2**-24 * np.abs(exact).max()
+    assert np.abs(single - exact).max() <= ROTATION_BOUND * np.abs(exact).max()
 
 
 def test_axial_position_scale_is_eva02_vision_rope():
@@ -269,7 +270,7 @@ def test_axial_position_scale_is_eva02_vision_rope():
     even, odd = x[..., 0::2], x[..., 1::2]
     expected = np.stack([even * cos - odd * sin, odd * cos + even * sin], axis=-1).reshape(x.shape)
     got = layer(x, positions=grid_positions((ft, ft))).numpy()
-    assert np.abs(got - expected).max() <= 4 * 2**-24 * np.abs(expected).max()
+    assert np.abs(got - expected).max() <= ROTATION_BOUND * np.abs(expected).max()
     basis = np.zeros((1, ft * ft, head_dim), "float32")
     basis[..., 0::2] = 1.0
     rows = layer(basis, positions=grid_positions((ft, ft))).numpy()[0]
@@ -296,7 +297,9 @@ def test_axial_scores_depend_only_on_per_axis_differences():
     for shift in ((10, 0, 0), (0, 1000, 0), (5, 70000, 2**20)):
         far = score(np.add((0, 3, 5), shift), np.add((1, 7, 2), shift))
         # Each output within a few float32 units: the sums agree to their rounding.
-        assert far == pytest.approx(near, abs=float(64 * 2**-24 * np.abs(q).sum() * np.abs(k).max()))
+        assert far == pytest.approx(
+            near, abs=float(64 * ROW_BOUND["float32"] * np.abs(q).sum() * np.abs(k).max())
+        )
 
 
 def test_axial_positions_per_example_in_graphs_and_errors():
@@ -310,7 +313,7 @@ def test_axial_positions_per_example_in_graphs_and_errors():
     np.testing.assert_array_equal(traced(x, ids).numpy(), eager)
     # XLA may fuse the rotation's last multiply-add (one rounding fewer).
     compiled = tf.function(layer, jit_compile=True)(x, positions=ids).numpy()
-    assert np.abs(compiled - eager).max() <= 2 * 2**-24 * np.abs(eager).max()
+    assert np.abs(compiled - eager).max() <= 2 * ROW_BOUND["float32"] * np.abs(eager).max()
     with pytest.raises(ValueError, match=r"`positions` must have shape \(seq_len, 2\)"):
         layer(x, positions=ids[..., :1])
     with pytest.raises(ValueError, match=r"dim = sum\(axes_dim\) = 16"):
@@ -350,7 +353,7 @@ def test_grid_layers_export_to_litert_and_onnx(tmp_path):
     x = np.random.default_rng(3).normal(size=(2, 3, 5, 16)).astype("float32")
     grid = np.repeat(grid_positions((3, 5))[None], 2, axis=0)
     expected = model.predict([x, grid], verbose=0)
-    bound = 4 * 2**-24 * np.abs(expected).max()
+    bound = ROTATION_BOUND * np.abs(expected).max()
 
     assert np.abs(to_tflite_with_positions(model, tmp_path)(x, grid) - expected).max() <= bound
     specs = [tf.TensorSpec((None, None, None, 16)), tf.TensorSpec((None, None, 2), tf.int32)]
@@ -411,8 +414,8 @@ def test_mrope_is_qwen_vl_multimodal_rope(model):
     basis = np.zeros((1, 8, 128), "float32")
     basis[..., :64] = 1.0  # rotated: the cosines, then the sines, of every pair
     rows = layer(basis, positions=MROPE_IDS).numpy()[0]
-    assert np.abs(rows[:, :64] - np.cos(angles[0])).max() <= 2**-24
-    assert np.abs(rows[:, 64:] - np.sin(angles[0])).max() <= 2**-24
+    assert np.abs(rows[:, :64] - np.cos(angles[0])).max() <= ROW_BOUND["float32"]
+    assert np.abs(rows[:, 64:] - np.sin(angles[0])).max() <= ROW_BOUND["float32"]
     table = (
         np.concatenate([rows[:, :64], rows[:, :64]], axis=-1),
         np.concatenate([rows[:, 64:], rows[:, 64:]], -1),
@@ -427,7 +430,7 @@ def test_mrope_is_qwen_vl_multimodal_rope(model):
     first, second = x[..., :64], x[..., 64:]
     cos, sin = np.cos(angles)[:, :, None], np.sin(angles)[:, :, None]
     exact = np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
-    assert np.abs(layer(x, positions=MROPE_IDS).numpy() - exact).max() <= 4 * 2**-24 * np.abs(exact).max()
+    assert np.abs(layer(x, positions=MROPE_IDS).numpy() - exact).max() <= ROTATION_BOUND * np.abs(exact).max()
 
 
 def test_mrope_text_ids_are_plain_rope_and_decoding_uses_the_deltas():

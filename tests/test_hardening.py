@@ -7,6 +7,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from bounds import FLOAT32_UNIT
 from helpers import MaskProbe
 from reference import reference_table
 
@@ -128,7 +129,7 @@ def test_positional_embedding_takes_positions():
     layer = PositionalEmbedding(10, 4, 16, embeddings_initializer="zeros")
     positions = np.array([[5, 0, 9], [1, 2, 3]])
     added = layer(np.ones((2, 3), "int32"), positions=positions).numpy()
-    assert np.abs(added - reference_table(positions, 4)).max() <= 2**-23
+    assert np.abs(added - reference_table(positions, 4)).max() <= FLOAT32_UNIT
 
 
 class MaskTokens(keras.layers.Layer):
@@ -195,7 +196,7 @@ def test_sixteen_threads_get_the_single_threaded_answers(served):
         request: served.serve(tf.zeros((1, request[0], 16)), request[1]).numpy() for request in set(requests)
     }
     for (length, start), answer in single.items():
-        assert np.abs(answer[0] - expected_rows(start, length)).max() <= 2**-23
+        assert np.abs(answer[0] - expected_rows(start, length)).max() <= FLOAT32_UNIT
     failures = []
 
     def worker(seed):
@@ -248,7 +249,7 @@ def test_a_bad_request_gets_a_named_error_and_the_next_is_served(served, request
     with pytest.raises(error, match=message):
         served.serve(tf.constant(x), tf.constant(start))
     rows = served.serve(tf.zeros((1, 5, 16)), tf.constant(7)).numpy()[0]
-    assert np.abs(rows - expected_rows(7, 5)).max() <= 2**-23
+    assert np.abs(rows - expected_rows(7, 5)).max() <= FLOAT32_UNIT
 
 
 def test_every_public_name_has_a_runnable_example():

@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from bounds import BOUND, FLOAT32_UNIT
 from helpers import run_python
 from layer_cases import BAD_CALLS, CASES, case_weights, make_layer, stored_weights
 from reference import reference_table
@@ -84,14 +85,14 @@ def test_jax_layers_give_the_tensorflow_bits(jax_world, name, policy):
         got = outputs[f"{name}-{policy}-{where}"]
         if class_name in ("ContinuousPositionBias", "LearnedPatchPositionEmbedding"):
             # Their matrix products (an MLP; the resize) round in each backend's own order.
-            unit = 2**-23 if policy == "float32" else 2**-7
+            unit = BOUND[policy]
             assert np.abs(got - expected).max() <= 4 * unit * np.abs(expected).max(), where
         elif "Rotary" not in class_name:
             assert np.array_equal(got, expected), where
         else:
             # Compiled, the rotation's last multiply-add may be fused (one rounding fewer), as
             # XLA does in TensorFlow too; the cosines and sines it applies are the same bits.
-            unit = 2**-23 if policy == "float32" else 2**-7
+            unit = BOUND[policy]
             assert np.abs(got - expected).max() <= 2 * unit * np.abs(inputs).max(), where
 
 
@@ -283,7 +284,7 @@ def test_jax_rows_masks_temperature_port_and_biases_are_the_tensorflow_ones(jax_
         expected = rope(x, positions=positions).numpy()
         np.testing.assert_array_equal(saved[f"{name}-rows"], expected)  # op by op: no fused multiply-add
         # A compiled call may fuse the rotation's multiply-add (see the layer cases above).
-        assert np.abs(saved[f"{name}-call"] - expected).max() <= 2 * 2**-23 * np.abs(x).max()
+        assert np.abs(saved[f"{name}-call"] - expected).max() <= 2 * FLOAT32_UNIT * np.abs(x).max()
     written = np.arange(6) < 5
     expected = reference_mask(positions, np.arange(6)[None], True, 3, 4, key_mask=written[None])
     np.testing.assert_array_equal(saved["mask"], expected)

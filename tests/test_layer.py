@@ -4,7 +4,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from bounds import FLOAT32_UNIT, ROW_BOUND
 from reference import reference_table
+from test_keras_harness import HARNESS_WARNINGS, run_harness
 
 from tf_posenc import PositionalEncoding, positional_encoding
 
@@ -17,7 +19,7 @@ def test_pos_encoding_is_the_documented_table():
     layer = PositionalEncoding(50, 512)
     table = layer.pos_encoding
     assert table.shape == (1, 50, 512)
-    assert np.abs(table.numpy()[0] - reference_table(np.arange(50), 512)).max() <= 2**-24
+    assert np.abs(table.numpy()[0] - reference_table(np.arange(50), 512)).max() <= ROW_BOUND["float32"]
     # Both round the formula once to float32; they may differ by one unit in a rare entry.
     assert np.mean(table.numpy() == positional_encoding(50, 512).numpy()) > 0.999
 
@@ -37,7 +39,7 @@ def test_call_with_dynamic_sequence_length_in_tf_function():
     for seq_len in (1, 9, 50):
         x = random_inputs(2, seq_len, 16)
         got = serve(x).numpy() - x
-        np.testing.assert_allclose(got, np.broadcast_to(table[:seq_len], x.shape), atol=2**-22)
+        np.testing.assert_allclose(got, np.broadcast_to(table[:seq_len], x.shape), atol=2 * FLOAT32_UNIT)
 
 
 def test_functional_model_with_none_sequence_length():
@@ -48,7 +50,7 @@ def test_functional_model_with_none_sequence_length():
     np.testing.assert_allclose(
         model.predict(x, verbose=0) - x,
         np.broadcast_to(reference_table(np.arange(20), 8), x.shape),
-        atol=2**-22,
+        atol=2 * FLOAT32_UNIT,
     )
 
 
@@ -120,13 +122,15 @@ def test_constructor_refuses_positions_int32_cannot_hold():
     ],
     ids=["width", "rank2", "too-long", "too-long-rank4"],
 )
-def test_bad_input_shapes_fail_at_build_eagerly_and_symbolically(shape, message):
+def test_bad_input_shapes_fail_eagerly_symbolically_and_in_the_output_shape(shape, message):
+    # Built at construction (it has no weights), the layer checks its inputs where it sees them.
+    assert PositionalEncoding(10, 4).built
     with pytest.raises(ValueError, match=message):
         PositionalEncoding(10, 4)(np.zeros(shape, "float32"))
     with pytest.raises(ValueError, match=message):
         PositionalEncoding(10, 4)(keras.Input(shape[1:], batch_size=shape[0]))
     with pytest.raises(ValueError, match=message):
-        PositionalEncoding(10, 4).build(shape)
+        PositionalEncoding(10, 4).compute_output_shape(shape)
 
 
 def test_bad_shape_after_build_still_gets_a_clear_error():
@@ -182,7 +186,7 @@ def test_a_long_table_points_to_encoding_rows():
     ):
         _ = layer.pos_encoding
     last = layer.encoding_rows(2**24 - 3, 2**24).numpy()[0]
-    assert np.abs(last - reference_table(np.arange(2**24 - 3, 2**24), 1024)).max() <= 2**-23
+    assert np.abs(last - reference_table(np.arange(2**24 - 3, 2**24), 1024)).max() <= FLOAT32_UNIT
 
 
 # keras-hub's tests of SinePositionEncoding, carried over: the same shapes, with the encoding
@@ -190,16 +194,12 @@ def test_a_long_table_points_to_encoding_rows():
 
 
 @pytest.mark.parametrize("shape", [(2, 4, 6), (1, 2, 4, 6)], ids=["3d", "4d"])
-def test_keras_hub_shapes_pass_the_layer_checks(shape):
-    from layer_checks import run_layer_checks
-
+@HARNESS_WARNINGS[0]
+@HARNESS_WARNINGS[1]
+def test_keras_hub_shapes_pass_the_keras_harness(shape):
     x = np.random.default_rng(0).uniform(size=shape).astype("float32")
-    run_layer_checks(
-        PositionalEncoding,
-        {"position": 16, "d_model": 6},
-        x,
-        expected_output=x + reference_table(np.arange(4), 6),
-        expected_trainable_weights=0,
+    run_harness(
+        PositionalEncoding, {"position": 16, "d_model": 6}, x, expected=x + reference_table(np.arange(4), 6)
     )
 
 
@@ -220,7 +220,7 @@ def test_keras_hub_values_at_positions_0_and_3():
     np.testing.assert_allclose(
         added[0, 3], [0.14112, -0.98999, 0.13879, 0.99032, 0.00646, 0.99997], atol=1e-5
     )
-    assert np.abs(added[0] - reference_table(np.arange(4), 6)).max() <= 2**-24
+    assert np.abs(added[0] - reference_table(np.arange(4), 6)).max() <= ROW_BOUND["float32"]
 
 
 def test_keras_hub_start_index_step_by_step_on_4d_inputs():
@@ -231,4 +231,4 @@ def test_keras_hub_start_index_step_by_step_on_4d_inputs():
     np.testing.assert_array_equal(np.concatenate(steps, axis=2), full)
     picked = layer(data, positions=np.array([[2, 0, 1], [7, 6, 5]])).numpy()
     expected = data + reference_table(np.array([[2, 0, 1], [7, 6, 5]]), 4)[:, None]
-    np.testing.assert_allclose(picked, expected, atol=2**-23)
+    np.testing.assert_allclose(picked, expected, atol=FLOAT32_UNIT)

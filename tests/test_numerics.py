@@ -7,10 +7,12 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from bounds import BOUND, FLOAT32_UNIT, ROW_BOUND
 from helpers import run_python
-from reference import BOUND, exact_reference_table, reference_table
+from reference import exact_reference_table, reference_table
 
 from tf_posenc import PositionalEncoding, positional_encoding
+from tf_posenc._rows import row_error_bound
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ALL_POSITIONS = 2**20
@@ -46,7 +48,7 @@ def test_layer_is_exact_at_every_position_below_2_20(policy, dynamic, reference_
     layer = PositionalEncoding(ALL_POSITIONS, 8, dtype=policy)
     added = encoding_added_by(layer, ALL_POSITIONS, 8, dynamic)
     error = np.abs(added - reference_all_positions)
-    assert error.max() <= BOUND[policy]
+    assert error.max() <= ROW_BOUND[policy]
     # Rounded once from float64: the nearest representable value almost everywhere.
     nearest = tf.cast(tf.constant(reference_all_positions), COMPUTE_DTYPE[policy])
     agreement = np.mean(added == tf.cast(nearest, tf.float64).numpy())
@@ -59,8 +61,7 @@ def test_positional_encoding_is_exact_at_every_position_below_2_20(dtype, refere
     table = positional_encoding(ALL_POSITIONS, 8, dtype=dtype)
     assert table.dtype == dtype
     error = np.abs(tf.cast(table, tf.float64).numpy()[0] - reference_all_positions)
-    policy = {"float16": "mixed_float16", "bfloat16": "mixed_bfloat16"}.get(dtype, dtype)
-    assert error.max() <= BOUND[policy]
+    assert error.max() <= row_error_bound(dtype)
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16", "float64"])
@@ -129,13 +130,13 @@ def test_a_million_positions_cost_no_table(tmp_path):
     result = json.loads(run_python(probe, tmp_path).strip().splitlines()[-1])
     assert result["extra_mib"] < 100, result["extra_mib"]
     last_rows = reference_table(np.arange(2**20 - 128, 2**20), 1024)
-    assert np.abs(np.array(result["eager"]) - last_rows).max() <= 2**-23
-    assert np.abs(np.array(result["shifted"]) - last_rows).max() <= 2**-23
-    assert np.abs(np.array(result["traced"]) - reference_table(np.arange(4), 1024)).max() <= 2**-23
+    assert np.abs(np.array(result["eager"]) - last_rows).max() <= FLOAT32_UNIT
+    assert np.abs(np.array(result["shifted"]) - last_rows).max() <= FLOAT32_UNIT
+    assert np.abs(np.array(result["traced"]) - reference_table(np.arange(4), 1024)).max() <= FLOAT32_UNIT
     # Near 2**31 the float64 product pos / 10000**(2i/d) is itself off by ~2**-22; the
     # exact reference reduces each angle in 60-digit decimals.
     far_rows = exact_reference_table(np.arange(2**31 - 17, 2**31 - 1), 64)
-    assert np.abs(np.array(result["far"]) - far_rows).max() <= 2**-23
+    assert np.abs(np.array(result["far"]) - far_rows).max() <= FLOAT32_UNIT
 
 
 ARTIFACT_PROBE = """
@@ -165,10 +166,10 @@ def test_large_position_models_save_and_export_small_and_exact(tmp_path):
     assert export_bytes <= 2**20
     errors = json.loads(run_python(ARTIFACT_PROBE.format(tests=TESTS), tmp_path).splitlines()[-1])
     assert set(errors) == {"1", "4097", "65536"}
-    assert max(errors.values()) <= 2**-23
+    assert max(errors.values()) <= FLOAT32_UNIT
     reloaded = keras.models.load_model(tmp_path / "model.keras")
     added = reloaded(tf.zeros((1, 3000, 1024))).numpy()[0]
-    assert np.abs(added - reference_table(np.arange(3000), 1024)).max() <= 2**-23
+    assert np.abs(added - reference_table(np.arange(3000), 1024)).max() <= FLOAT32_UNIT
 
 
 @pytest.mark.parametrize("start_index", [0, 5, 31], ids=lambda s: f"start{s}")
@@ -179,4 +180,4 @@ def test_call_equals_input_plus_table_slice(start_index):
     expected = x + table[:, start_index : start_index + 33, :]
     np.testing.assert_array_equal(layer(x, start_index=start_index).numpy(), expected)
     traced = tf.function(lambda x, s: layer(x, start_index=s))(x, tf.constant(start_index))
-    np.testing.assert_allclose(traced.numpy(), expected, atol=2**-22)
+    np.testing.assert_allclose(traced.numpy(), expected, atol=2 * FLOAT32_UNIT)

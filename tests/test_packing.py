@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from bounds import ROW_BOUND
 from helpers import run_python
 from packing_model import build_model, packed_batch
 
@@ -139,7 +140,7 @@ def test_a_packed_batch_gives_every_document_its_outputs_alone():
             largest = max(largest, np.abs(packed[row, at : at + len(document)] - alone).max())
             at += len(document)
     # float32 rounding of the attention's sums over more (masked) keys: a few units at most.
-    assert largest <= 8 * 2**-24 * np.abs(packed).max()
+    assert largest <= 8 * ROW_BOUND["float32"] * np.abs(packed).max()
 
 
 @pytest.mark.slow
@@ -350,7 +351,7 @@ def test_packed_and_sequence_sharded_runs_on_an_eight_device_jax_mesh(tmp_path):
            "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}  # fmt: skip
     report = json.loads(run_python(MESH.format(tests=TESTS), tmp_path, env=env).splitlines()[-1])
     # Another compiled program rounds differently: a few float32 units of the outputs' size.
-    bound = 16 * 2**-24 * report["scale"]
+    bound = 16 * ROW_BOUND["float32"] * report["scale"]
     for run in ("data_parallel", "model_parallel", "sequence_sharded"):
         assert report[run] <= bound, (run, report[run])
     assert report["sequence_sharded_spec"]  # the outputs stay sharded along the sequence

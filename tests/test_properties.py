@@ -4,9 +4,10 @@ public function. The example counts are bounded so that the suite stays quick.""
 import numpy as np
 import pytest
 import tensorflow as tf
+from bounds import BOUND, ROW_BOUND
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reference import BOUND, ROUNDED_POLICIES, reference_rotation, reference_table, rope_frequencies
+from reference import ROUNDED_POLICIES, reference_rotation, reference_table, rope_frequencies
 
 import tf_posenc
 
@@ -61,7 +62,7 @@ def test_positional_encoding_function_matches_the_reference(position, d_model, m
     table = tf_posenc.positional_encoding(position, d_model, max_wavelength=max_wavelength)
     expected = reference_table(np.arange(position), d_model, max_wavelength)
     assert table.shape == (1, position, d_model)
-    assert np.abs(table.numpy()[0] - expected).max() <= 2**-24
+    assert np.abs(table.numpy()[0] - expected).max() <= ROW_BOUND["float32"]
 
 
 @CHECKS

@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from bounds import ROTATION_BOUND
 from helpers import as_float64, rounding_floor, serve_without_tf_posenc
 from hf_configs import CONFIGS
 from reference import reference_partial_rotation, reference_rotation, rope_frequencies, transformers_rope
@@ -630,6 +631,6 @@ def test_a_new_rope_type_is_one_record(monkeypatch, tmp_path):
     np.testing.assert_allclose(layer.frequencies(8), rope_frequencies(8) / 3, rtol=1e-15)
     x = np.random.default_rng(3).normal(size=(1, 5, 8)).astype("float32")
     expected = 2.0 * reference_rotation(x, np.arange(5)[None], rope_frequencies(8) / 3)
-    np.testing.assert_allclose(layer(x).numpy(), expected, atol=4 * 2**-24 * np.abs(expected).max())
+    np.testing.assert_allclose(layer(x).numpy(), expected, atol=ROTATION_BOUND * np.abs(expected).max())
     again = RotaryEmbedding.from_config(json.loads(json.dumps(layer.get_config())))
     np.testing.assert_array_equal(again(x).numpy(), layer(x).numpy())

@@ -8,9 +8,10 @@ import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
+from bounds import FLOAT32_UNIT, ROW_BOUND
 from helpers import MaskProbe, as_float64, rounding_floor, run_python
-from layer_checks import run_layer_checks
 from reference import keras_hub_yarn_frequencies, reference_rotation, rope_frequencies
+from test_keras_harness import HARNESS_WARNINGS, run_harness
 from test_runtimes import to_onnx, to_onnx_with_positions, to_tflite, to_tflite_with_positions
 
 from tf_posenc import RotaryEmbedding, positions_from_mask, shift_matrix
@@ -39,8 +40,8 @@ def test_interleaved_rotation_at_p_is_the_transpose_of_t_p():
     for position in (3, 1000, 2**20 + 7):
         columns = layer(basis, start_index=position).numpy()[:, 0, :]
         rotation = columns.T  # column j is the image of feature j
-        np.testing.assert_allclose(rotation, shift_matrix(-position, 8), atol=2**-22)
-        np.testing.assert_allclose(rotation, shift_matrix(position, 8).T, atol=2**-22)
+        np.testing.assert_allclose(rotation, shift_matrix(-position, 8), atol=2 * FLOAT32_UNIT)
+        np.testing.assert_allclose(rotation, shift_matrix(position, 8).T, atol=2 * FLOAT32_UNIT)
 
 
 def test_relative_property_survives_a_million_positions_in_bfloat16():
@@ -58,7 +59,7 @@ def test_relative_property_survives_a_million_positions_in_bfloat16():
         # Each output is within twice its rounding floor (half a bfloat16 unit is at most
         # 2**-8 of the value), so each product moves by at most (2**-6 + 2**-14) of its size;
         # the float32 sum adds far less.
-        allowed = np.sum(np.abs(exact_q * exact_k)) * (2**-6 + 2**-14 + 128 * 2**-24)
+        allowed = np.sum(np.abs(exact_q * exact_k)) * (2**-6 + 2**-14 + 128 * ROW_BOUND["float32"])
         return float(np.dot(rotated_q.ravel(), rotated_k.ravel())), float(np.sum(exact_q * exact_k)), allowed
 
     near, exact, allowed = score(0, 5)
@@ -170,17 +171,13 @@ def test_bad_calls_are_clear_errors():
         layer(np.zeros((1, 2, 8), "float32"), positions=np.array([0, 2**31 - 1], "int64"))
 
 
-def test_rotary_embedding_passes_the_layer_checks():
+@pytest.mark.parametrize("layout", ["half", "interleave"])
+@HARNESS_WARNINGS[0]
+@HARNESS_WARNINGS[1]
+def test_rotary_embedding_passes_the_keras_harness(layout):
     x = np.random.default_rng(6).normal(size=(2, 5, 8)).astype("float32")
-    expected = reference_rotation(x, np.arange(5)[None], rope_frequencies(8))
-    run_layer_checks(
-        RotaryEmbedding,
-        {"layout": "interleave"},
-        x,
-        expected_output=reference_rotation(x, np.arange(5)[None], rope_frequencies(8), "interleave"),
-        expected_trainable_weights=0,
-    )
-    run_layer_checks(RotaryEmbedding, {}, x, expected_output=expected, expected_trainable_weights=0)
+    expected = reference_rotation(x, np.arange(5)[None], rope_frequencies(8), layout)
+    run_harness(RotaryEmbedding, {"layout": layout}, x, expected=expected)
 
 
 def test_mask_reaches_the_next_layer():
@@ -249,9 +246,9 @@ def test_keras_file_and_saved_model_reload_in_fresh_processes(tmp_path):
     model.save(tmp_path / "rope.keras")
     model.export(str(tmp_path / "exported"), verbose=False)
     reloaded = json.loads(run_python(RELOAD.format(tests=tests), tmp_path).splitlines()[-1])
-    assert reloaded["layout"] == "interleave" and reloaded["error"] <= 4 * 2**-23 * 4
+    assert reloaded["layout"] == "interleave" and reloaded["error"] <= 4 * FLOAT32_UNIT * 4
     served = json.loads(run_python(SERVE.format(tests=tests), tmp_path).splitlines()[-1])
-    assert len(served) == 3 and max(served) <= 4 * 2**-23 * 4
+    assert len(served) == 3 and max(served) <= 4 * FLOAT32_UNIT * 4
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 import tf2onnx
 from ai_edge_litert.interpreter import Interpreter
+from bounds import FLOAT32_UNIT, ROW_BOUND
 from helpers import run_python
 from reference import exact_reference_table, reference_table
 from tensorflow.core.protobuf import saved_model_pb2
@@ -21,11 +22,9 @@ from tensorflow.core.protobuf import saved_model_pb2
 import tf_posenc
 from tf_posenc import PositionalEmbedding, PositionalEncoding, RotaryEmbedding
 
-FLOAT32_ULP = 2**-23
 
-
-def assert_exact(added, expected, bound=FLOAT32_ULP, nearest=0.999):
-    """Within one unit at 1.0 of the output dtype, and mostly the nearest float32."""
+def assert_exact(added, expected, bound=ROW_BOUND["float32"], nearest=0.999):
+    """Within the route's row bound, and mostly the nearest float32."""
     added = np.asarray(added, np.float64)
     assert np.abs(added - expected).max() <= bound
     assert np.mean(added == expected.astype(np.float32)) > nearest
@@ -237,7 +236,7 @@ def test_wide_encodings_are_exact_in_graphs(tmp_path):
     results = json.loads(run_python(probe, tmp_path).splitlines()[-1])
     assert set(results) == {"d64-graph", "d64-xla", "d1024-graph", "d1024-xla"}
     for name, result in results.items():
-        assert result["error"] <= FLOAT32_ULP, name
+        assert result["error"] <= FLOAT32_UNIT, name
         assert result["nearest"] > 0.999, name
 
 
@@ -296,7 +295,7 @@ def test_litert_and_onnxruntime_serve_an_embedding_model_like_the_formula(tmp_pa
     table = layer.token_embedding.embeddings.numpy().astype(np.float64)
     expected = table[data] * 4 + reference_table(np.arange(64), 16)
     for serve in (to_tflite(model, tmp_path), to_onnx(model, tf.TensorSpec((None, None), tf.int32))):
-        np.testing.assert_allclose(serve(data), expected, atol=4 * FLOAT32_ULP)
+        np.testing.assert_allclose(serve(data), expected, atol=4 * FLOAT32_UNIT)
 
 
 @pytest.mark.slow
@@ -339,7 +338,7 @@ def test_a_static_length_saved_model_holds_no_table(tmp_path):
     assert folder_bytes(tmp_path / "exported") <= 2**20  # the table would be 64 MiB
     probe = SERVE_WITHOUT_TF_POSENC.format(tests=str(pathlib.Path(__file__).parent))
     result = json.loads(run_python(probe, tmp_path).splitlines()[-1])
-    assert result["error"] <= FLOAT32_ULP
+    assert result["error"] <= FLOAT32_UNIT
     assert result["nearest"] > 0.999
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
+from bounds import ROW_BOUND
 from helpers import MaskProbeBody, run_python
 from hf_configs import CONFIGS
 from layer_cases import BAD_CALLS, CASES, make_layer
@@ -46,7 +47,7 @@ def test_tf_keras_layers_give_the_keras_3_bits(name, policy):
 def test_tf_keras_encoding_is_the_documents_table():
     layer = keras_2.PositionalEncoding(50, 512)
     rows = layer(tf.zeros((1, 50, 512))).numpy()[0]
-    assert np.abs(rows - reference_table(np.arange(50), 512)).max() <= 0.5001 * 2**-24
+    assert np.abs(rows - reference_table(np.arange(50), 512)).max() <= 0.5001 * ROW_BOUND["float32"]
 
 
 @pytest.mark.parametrize("name", BAD_CALLS)

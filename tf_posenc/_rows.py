@@ -10,7 +10,7 @@ without JAX's 64-bit mode). The README links here: this docstring is the one des
    72-bit fixed-point fraction in six 12-bit limbs; a position (below 2**31) is split into
    three 12-bit limbs, every limb product fits in int32, and carrying the column sums gives
    the phase `p * F mod 2**72`, of which the top 48 bits are kept as two 24-bit digits.
-2. **Sine of a phase, to about 2**-38, in float32.** The top 10 bits of the phase pick an
+2. **Sine of a phase, to about 2**-40, in float32.** The top 10 bits of the phase pick an
    angle `A` of a 1024-entry table of `sin A` (as a float32 pair, hi + lo) and `2 * pi * cos A`
    (10 significant bits + the rest). The remaining angle `r < 2 * pi / 1024` enters
    `sin(A + r) = sin A + cos A * r - sin A * r**2 / 2 - cos A * r**3 / 6 + ...`. The first
@@ -42,7 +42,7 @@ terms before the final rounding are what it adds to; the tests measure the total
 | `third` in `_combine` rounded before the last step (2**-45) | 2**-21 | [a], [c] |
 | a rotary cos/sin scale: the products below its exact leading one (`_scaled`) | 2**-12 | [d] |
 | the final rounding to the output dtype | 0.5 | [a] |
-| total, measured at every position below 2**20 (tested bound: 1) | 0.5001 | [a], [c] |
+| total, measured at every position below 2**20 (`row_error_bound`: 1) | 0.5001 | [a], [c] |
 
 [a] tests/test_numerics.py::test_layer_is_exact_at_every_position_below_2_20
 [b] tests/test_runtimes.py::test_sampled_positions_up_to_2_31_are_exact
@@ -71,6 +71,14 @@ _TABLE_BITS = 10
 _FINE = 2 ** (24 - _TABLE_BITS)  # the bits of `hi` below the table index
 _QUARTER_TURN = _DIGIT // 4  # in units of the `hi` digit
 _STEP = 64  # rows are built as sin(block + step) with step = position mod 64
+_KEPT_DIGITS = 2  # the phase digits kept, hi and mid: the top 48 bits of the 72
+# `_Pieces`: a value in [-1, 1] cut at grids of 2**-_HEAD_BITS (head) and 2**-_MIDDLE_BITS (middle).
+_HEAD_BITS = 11
+_MIDDLE_BITS = 2 * _HEAD_BITS
+_FLOAT32_BITS = 24  # significant bits of a float32
+# The route's own error before the final rounding (the table above: below 2**-12 of 2**-24).
+_ROUTE_ERROR = 2**-36
+_SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11, "float32": _FLOAT32_BITS, "float64": 53}
 
 # The invariants the route rests on; changing a constant above must keep them.
 assert _DIGIT == _LIMB**2, "a 24-bit digit is two limbs"
@@ -86,8 +94,30 @@ assert 2 * _DIGIT + 2 * _LARGEST_COLUMN_SUM < 2**31, "the unreduced top digit fi
 # 24-bit significand.
 assert _TABLE_BITS + math.log2(_FINE) == 24, "table index and fine bits make up the `hi` digit"
 assert _validation.MAX_POSITION % _STEP == _STEP - 1, "the last block is whole"
+assert _FREQUENCY_LIMBS >= 2 * _KEPT_DIGITS, "the kept digits are frequency limb columns"
+# Float32 products the route relies on being exact (see `_Pieces` and `_scaled`): two heads
+# (at most _HEAD_BITS + 1 significant bits each, as |v| <= 1); a head and a middle (a middle is
+# below half a head unit, so at most _MIDDLE_BITS - _HEAD_BITS bits); a sum of four of those
+# (multiples of 2**-(_HEAD_BITS + _MIDDLE_BITS) below 2**-(_HEAD_BITS - 1)).
+assert 2 * (_HEAD_BITS + 1) <= _FLOAT32_BITS, "a product of heads is exact"
+assert _MIDDLE_BITS + 1 <= _FLOAT32_BITS, "a head times a middle is exact"
+assert (_HEAD_BITS + _MIDDLE_BITS) - (_HEAD_BITS - 1) <= _FLOAT32_BITS, "a sum of four is exact"
+# `_scaled` cuts the scale so that its head times a value's head is exact.
+_SCALE_HEAD_BITS = _FLOAT32_BITS - (_HEAD_BITS + 1)
 
 _TWO_PI = 2 * Fraction("3.14159265358979323846264338327950288419716939937510582097494459")
+
+
+def row_error_bound(dtype="float32"):
+    """The bound of |row entry - exact value| for rows in `dtype`: one unit of the dtype in
+    [0.5, 1) (2**-24 for float32), of which the final rounding takes half and the route's own
+    error 2**-12; for float64, which keeps the route's two parts, the route's error. The
+    docstring's table, the README and the tests use this bound."""
+    bits = _SIGNIFICANT_BITS[keras.backend.standardize_dtype(dtype)]
+    return max(2.0**-bits, _ROUTE_ERROR)
+
+
+ROW_ERROR_BOUND = row_error_bound("float32")
 
 
 class Constants:
@@ -159,6 +189,23 @@ def _sine_table():
     return table
 
 
+def _check_sine_table(table):
+    """The table's floating-point facts that `_sine` rests on, as they hold."""
+    sine_hi, _, slope_hi, _ = table.T.astype(np.float64)
+    # Fast2Sum's condition for `sine_hi + leading`, with |leading| at most |slope_hi| times the
+    # largest `near`: it holds at every entry but the zeros of the sine (entries 0 and half a
+    # turn), where the sum is `leading` itself, exact.
+    largest_near = (_FINE - 1) / _DIGIT
+    assert np.all((np.abs(slope_hi) * largest_near <= np.abs(sine_hi)) | (sine_hi == 0)), "Fast2Sum"
+    mantissa, _ = np.frexp(slope_hi)
+    assert np.array_equal(np.trunc(mantissa * 2**_TABLE_BITS), mantissa * 2**_TABLE_BITS), "slope_hi bits"
+    quarter = 2**_TABLE_BITS // 4
+    assert sine_hi[::quarter].tolist() == [0.0, 1.0, 0.0, -1.0], "exact at the quarter turns"
+
+
+_check_sine_table(_sine_table())
+
+
 def _phase(positions, limbs):
     """Exact phases `p * F mod 2**72`, their top 48 bits as int32 digits (hi, mid) of 24 bits,
     `hi` plus some whole turns (a multiple of 2**24, below 2**26 in all).
@@ -166,7 +213,10 @@ def _phase(positions, limbs):
     `positions`: int32 tensor of any shape; the digits have shape `positions.shape + (d,)`.
     """
     positions = ops.expand_dims(ops.expand_dims(positions, -1), -1)
-    position_limbs = [positions % _LIMB, positions // _LIMB % _LIMB, positions // _LIMB**2]
+    position_limbs = []
+    for i in range(_POSITION_LIMBS):
+        shifted = positions // _LIMB**i if i else positions
+        position_limbs.append(shifted % _LIMB if i < _POSITION_LIMBS - 1 else shifted)
     # Column c collects the limb products worth 2**(60 - 12c), position limb i times frequency
     # limb i + c: one product per position limb for all six columns, with the frequency limbs
     # moved up by i and zeros past the last (the products worth 2**72 or more are whole turns
@@ -176,13 +226,16 @@ def _phase(positions, limbs):
         moved_up = ops.concatenate([limbs[i:], ops.zeros((i, limbs.shape[1]), "int32")], axis=0)
         columns = columns + position_limbs[i] * moved_up
     columns = ops.unstack(columns, axis=-2)
-    # Carried from the lowest column up: a column's bits above 12 go to the next. The top
-    # digit keeps some whole turns (multiples of 2**24 in its units) for the caller's `% _DIGIT`.
-    carried = columns[3] + (columns[4] + columns[5] // _LIMB) // _LIMB
-    carried_up = columns[2] + carried // _LIMB
-    mid = carried_up % _LIMB * _LIMB + carried % _LIMB
-    hi = columns[0] % _LIMB * _LIMB + (columns[1] + carried_up // _LIMB)
-    return hi, mid
+    # Carried from the lowest column up to column 1: a column's bits above 12 go to the next.
+    # The top digit keeps some whole turns (multiples of 2**24 in its units) for the caller's
+    # `% _DIGIT`; column 0's own whole turns drop out.
+    totals = [None] * _FREQUENCY_LIMBS
+    totals[-1] = columns[-1]
+    for column in range(_FREQUENCY_LIMBS - 2, 0, -1):
+        totals[column] = columns[column] + totals[column + 1] // _LIMB
+    hi = columns[0] % _LIMB * _LIMB + totals[1]
+    lower = [totals[2 * d] % _LIMB * _LIMB + totals[2 * d + 1] % _LIMB for d in range(1, _KEPT_DIGITS)]
+    return (hi, *lower)
 
 
 def _gather(values, indices, axis=0):
@@ -208,14 +261,14 @@ def _sine(hi, mid, constant=False):
     else:
         # One gather of four values costs about as much as a gather of one.
         sine_hi, sine_lo, slope_hi, slope_lo = ops.unstack(_gather(_sine_table(), index), axis=-1)
-    near = ops.cast(fine, "float32") * 2.0**-24  # exact: 14 bits
-    far = ops.cast(mid, "float32") * 2.0**-48  # exact: 24 bits
+    near = ops.cast(fine, "float32") * (1.0 / _DIGIT)  # exact: log2(_FINE) bits
+    far = ops.cast(mid, "float32") * (1.0 / _DIGIT**2)  # exact: 24 bits
     turns = near + far
     angle_squared = turns * turns * np.float32(4 * np.pi**2)
     cosine_minus_one = angle_squared * (angle_squared * np.float32(1 / 24) - 0.5)
     # cos A * r - cos A * r**3 / 6 = slope * (turns - turns * r**2 / 6), with slope = 2*pi*cos A.
     beyond_near = far - turns * angle_squared * np.float32(1 / 6)
-    leading = slope_hi * near  # exact, and |leading| <= |sine_hi|
+    leading = slope_hi * near  # exact, and |leading| <= |sine_hi| or sine_hi == 0 (asserted below)
     rounded = sine_hi + leading
     error = leading - (rounded - sine_hi)
     small = sine_lo + slope_lo * (near + beyond_near) + slope_hi * beyond_near
@@ -232,9 +285,9 @@ class _Pieces:
     """
 
     def __init__(self, rounded, low):
-        self.head = ops.round(rounded * 2.0**11) * 2.0**-11
+        self.head = ops.round(rounded * 2.0**_HEAD_BITS) * 2.0**-_HEAD_BITS
         above_head = rounded - self.head  # exact: both are multiples of rounded's last unit
-        self.middle = ops.round((above_head + low) * 2.0**22) * 2.0**-22
+        self.middle = ops.round((above_head + low) * 2.0**_MIDDLE_BITS) * 2.0**-_MIDDLE_BITS
         self.tail = (above_head - self.middle) + low
         self.upper = self.head + self.middle
         self.whole = rounded + low
@@ -294,7 +347,8 @@ def _combine(block, steps, dtype, scale=1.0):
     cannot merge them.
     """
     sine_a, cosine_a = block.split()  # split where the values are fewest: the blocks, not the grid
-    sine_b, cosine_b = _StepPieces(*steps[:4]), _StepPieces(*steps[4:])
+    parts = len(_StepPieces._fields)
+    sine_b, cosine_b = _StepPieces(*steps[:parts]), _StepPieces(*steps[parts:])
     leading = sine_a.head * cosine_b.head + cosine_a.head * sine_b.head
     second = (sine_a.head * cosine_b.middle + sine_a.middle * cosine_b.head) + (
         cosine_a.head * sine_b.middle + cosine_a.middle * sine_b.head
@@ -318,9 +372,10 @@ def _scaled(rounded, minus_low, scale):
     that the product of their leading parts (12 significant bits each) is exact, and every
     other product is below 2**-11 of it."""
     mantissa, exponent = math.frexp(scale)
-    scale_head = math.ldexp(math.floor(mantissa * 2**12), exponent - 12)
+    scale_head = math.ldexp(math.floor(mantissa * 2**_SCALE_HEAD_BITS), exponent - _SCALE_HEAD_BITS)
     scale_rest = np.float32(scale - scale_head)
-    head = ops.round(rounded * 2.0**11) * 2.0**-11  # at most 12 significant bits, as |rounded| <= 1
+    # At most _HEAD_BITS + 1 significant bits, as |rounded| <= 1.
+    head = ops.round(rounded * 2.0**_HEAD_BITS) * 2.0**-_HEAD_BITS
     leading = head * np.float32(scale_head)
     rest = rounded - head  # exact
     return leading + ((rest * np.float32(scale_head) + rounded * scale_rest) - minus_low * np.float32(scale))

@@ -5,6 +5,7 @@ import numpy as np
 from keras import ops
 
 from tf_posenc import _validation
+from tf_posenc.layers.base import build_at_construction
 from tf_posenc.layers.score_bias import ScoreBiasMixin
 
 
@@ -31,7 +32,7 @@ class AlibiBiasMixin(ScoreBiasMixin):
         _validation.number_at_least("alibi_bias_max", alibi_bias_max, 0, strict=True)
         self.alibi_bias_max = alibi_bias_max
         self.num_heads = None if num_heads is None else _validation.positive_int("num_heads", num_heads)
-        self.built = True  # stateless
+        build_at_construction(self)
 
     def _bias(self, queries, keys, heads):
         slopes = alibi_slopes(heads, self.alibi_bias_max).astype("float32")[None, :, None, None]

@@ -7,6 +7,16 @@ from tf_posenc import _validation
 from tf_posenc._positions import Positions
 
 
+def build_at_construction(layer):
+    """Marks `layer` built when no class of its own defines `build`, as Keras's stateless layers
+    are marked: a layer with a `build` of its own (weights to make) is built by it."""
+    for klass in type(layer).__mro__:
+        if "build" in vars(klass):
+            if klass.__name__ == "Layer" and klass.__module__.split(".")[0] in ("keras", "tf_keras"):
+                layer.built = True
+            return
+
+
 def _is_eager(inputs):
     if keras.backend.backend() == "jax":
         import jax
@@ -127,15 +137,12 @@ class SinusoidLayerMixin:
         super().__init__(autocast=False, **kwargs)
         self.supports_masking = True
         self._eager_functions = _EagerFunctions()
+        build_at_construction(self)  # its inputs are checked where they are seen: the call and the spec
 
     def __call__(self, inputs, *args, **kwargs):
         _validation.dense_inputs(inputs)
         _validation.same_keras_family(inputs, type(self).__name__, self.keras_family)
         return super().__call__(inputs, *args, **kwargs)
-
-    def build(self, input_shape):
-        self.compute_output_shape(input_shape)
-        self.built = True  # tf_keras leaves this to build
 
     def compute_output_shape(self, input_shape):
         return self._output_shape(tuple(input_shape))
