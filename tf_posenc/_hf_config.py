@@ -158,12 +158,6 @@ def rotary_arguments(config, layer_type=None):
         raise ValueError(
             f"The config must give `max_position_embeddings` for rope_type={given_type!r}. Received: none"
         )
-    rotating = _rope_types.rotated_width(rope_type, head_dim, partial)
-    if rotating == 0 or rotating % 2:
-        raise ValueError(
-            "The config's `partial_rotary_factor` must leave an even, positive number of rotating "
-            f"features: int({head_dim} * {partial}) = {rotating}. Received: partial_rotary_factor={partial}"
-        )
     arguments = {
         "max_wavelength": parameters.get("rope_theta")
         or config.get("rope_theta")
@@ -176,26 +170,15 @@ def rotary_arguments(config, layer_type=None):
         "max_position_embeddings": max_positions,
     }
     if parameters.get("mrope_section") is not None:  # Qwen2-VL, Qwen2.5-VL, Qwen3-VL
-        if sum(parameters["mrope_section"]) != rotating // 2:
-            raise ValueError(
-                f"The config's `mrope_section` must add up to the {rotating // 2} rotating pairs of a "
-                f"head of {head_dim}. Received: mrope_section={parameters['mrope_section']!r}"
-            )
         arguments.update(
             mrope_section=list(parameters["mrope_section"]),
             mrope_interleaved=bool(parameters.get("mrope_interleaved", False)),
         )
     for name in record.reads:
         value = original if name == "original_max_position_embeddings" else parameters.get(name)
-        argument = _rope_types.ARGUMENTS[name]
-        if argument.per_pair and len(value) != rotating // 2:
-            raise ValueError(
-                f"The config's `{name}` must have {rotating // 2} entries, one per rotating pair "
-                f"of a head of {head_dim} (partial_rotary_factor={partial}). "
-                f"Received: len({name})={len(value)}"
-            )
         # A key given as null means the default, as transformers reads it.
-        arguments[name] = argument.default if value is None else value
+        arguments[name] = _rope_types.ARGUMENTS[name].default if value is None else value
+    _rope_types.checked_head(arguments, head_dim, f"in the config, for its rotary head size {head_dim}")
     return arguments
 
 

@@ -223,6 +223,16 @@ def same_size(tensor, axis, other, other_axis, message):
         return tf.identity(tensor)
 
 
+def has_size(tensor, axis, size, message):
+    """`tensor`, after a graph check that its `axis` has `size` where that is known only when
+    the graph runs (where it is known, the caller has compared it)."""
+    if tensor.shape[axis] is not None or not _graph_checks():
+        return tensor
+    given = _checked(tf.shape(tensor)[axis], [(lambda given: given == size, message)])
+    with tf.control_dependencies([given]):
+        return tf.identity(tensor)
+
+
 def resolve(inputs, sequence_axis, limit, start_index=0, positions=None):
     """The checked `Positions` of a call over the `sequence_axis` of `inputs`.
 

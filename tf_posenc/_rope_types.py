@@ -323,6 +323,34 @@ def rotated_width(rope_type, dim, partial_rotary_factor):
     return int(dim * partial_rotary_factor)
 
 
+def checked_head(arguments, dim, where):
+    """The number of rotating features of a head of `dim` features, after the checks that need
+    `dim`: an even, positive rotating width, M-RoPE sections that cover its pairs, and one entry
+    per pair in each per-pair list. `arguments` maps the argument names to their values; `where`
+    ends the error messages (which inputs, or which config)."""
+    partial = arguments["partial_rotary_factor"]
+    width = rotated_width(arguments["rope_type"], dim, partial)
+    if width == 0 or width % 2:
+        raise ValueError(
+            "`partial_rotary_factor` must leave an even, positive number of rotating features: "
+            f"int({dim} * {partial}) = {width}. Received: partial_rotary_factor={partial} {where}"
+        )
+    sections = arguments.get("mrope_section")
+    if sections is not None and sum(sections) != width // 2:
+        raise ValueError(
+            f"`mrope_section` must add up to the {width // 2} rotating feature pairs. Received: "
+            f"mrope_section={list(sections)} (sum {sum(sections)}) {where}"
+        )
+    for name, argument in ARGUMENTS.items():
+        values = arguments.get(name)
+        if argument.per_pair and values is not None and len(values) != width // 2:
+            raise ValueError(
+                f"`{name}` must have one entry per rotating feature pair: {width // 2} for {width} "
+                f"rotating features. Received: len({name})={len(values)} {where}"
+            )
+    return width
+
+
 def rotary_frequencies(
     dim,
     max_wavelength=10000,

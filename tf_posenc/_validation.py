@@ -200,3 +200,31 @@ def grid_shape(name, value, rank):
     raise ValueError(
         f"`{name}` must be a positive integer or a tuple of {rank} positive integers. {received(name, value)}"
     )
+
+
+def multiple_of(name, value, multiple, why):
+    """`value` as a positive int that is a multiple of `multiple` (`why` says what needs it)."""
+    value = positive_int(name, value)
+    if value % multiple:
+        raise ValueError(f"`{name}` must be a multiple of {multiple}: {why}. Received: {name}={value}")
+    return value
+
+
+# Why the 2-D and 3-D sine-cosine tables need the widths they do.
+GRID_2D_WIDTH = "each grid axis gets half the width, in sine and cosine halves"
+GRID_3D_WIDTH = "a quarter for the frames and three eighths for each spatial axis, in sine and cosine halves"
+
+
+def grid_2d_options(cls_token, base_size, interpolation_scale):
+    """The checked options of a 2-D sine-cosine table (`sincos_2d`, `PatchPositionalEncoding`)."""
+    boolean("cls_token", cls_token)
+    optional(positive_number)("base_size", base_size)
+    positive_number("interpolation_scale", interpolation_scale)
+    return cls_token, base_size, interpolation_scale
+
+
+def grid_3d_scales(spatial_interpolation_scale, temporal_interpolation_scale):
+    """The checked position scales of a 3-D sine-cosine table (`sincos_3d`, `VideoPositionalEncoding`)."""
+    positive_number("spatial_interpolation_scale", spatial_interpolation_scale)
+    positive_number("temporal_interpolation_scale", temporal_interpolation_scale)
+    return spatial_interpolation_scale, temporal_interpolation_scale

@@ -232,17 +232,9 @@ def sincos_2d(embed_dim, grid_size, cls_token=False, *, base_size=None, interpol
     >>> sincos_2d(8, (2, 3), base_size=16).shape
     (6, 8)
     """
-    embed_dim = _validation.positive_int("embed_dim", embed_dim)
+    embed_dim = _validation.multiple_of("embed_dim", embed_dim, 4, _validation.GRID_2D_WIDTH)
     height, width = _validation.grid_shape("grid_size", grid_size, 2)
-    if embed_dim % 4:
-        raise ValueError(
-            "`embed_dim` must be a multiple of 4: each grid axis gets half the width, in sine "
-            f"and cosine halves. Received: embed_dim={embed_dim}"
-        )
-    if not isinstance(cls_token, bool):
-        raise ValueError(f"`cls_token` must be a boolean. {_validation.received('cls_token', cls_token)}")
-    base_size = None if base_size is None else _validation.positive_number("base_size", base_size)
-    interpolation_scale = _validation.positive_number("interpolation_scale", interpolation_scale)
+    _validation.grid_2d_options(cls_token, base_size, interpolation_scale)
     row_scale, column_scale = grid_scales((height, width), base_size, interpolation_scale)
     row, column = np.divmod(np.arange(height * width), width)
     half = embed_dim // 2
@@ -279,16 +271,11 @@ def sincos_3d(
     >>> sincos_3d(64, (3, 2), 4).shape
     (4, 6, 64)
     """
-    embed_dim = _validation.positive_int("embed_dim", embed_dim)
+    embed_dim = _validation.multiple_of("embed_dim", embed_dim, 16, _validation.GRID_3D_WIDTH)
     width, height = _validation.grid_shape("spatial_size", spatial_size, 2)
     frames = _validation.positive_int("temporal_size", temporal_size)
-    if embed_dim % 16:
-        raise ValueError(
-            "`embed_dim` must be a multiple of 16: a quarter for the frames and three eighths for "
-            f"each spatial axis, each in sine and cosine halves. Received: embed_dim={embed_dim}"
-        )
-    spatial = 1.0 / _validation.positive_number("spatial_interpolation_scale", spatial_interpolation_scale)
-    temporal = 1.0 / _validation.positive_number("temporal_interpolation_scale", temporal_interpolation_scale)
+    _validation.grid_3d_scales(spatial_interpolation_scale, temporal_interpolation_scale)
+    spatial, temporal = 1.0 / spatial_interpolation_scale, 1.0 / temporal_interpolation_scale
     frame, patch = np.divmod(np.arange(frames * height * width), height * width)
     row, column = np.divmod(patch, width)
     parts = [

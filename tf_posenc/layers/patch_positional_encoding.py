@@ -15,18 +15,13 @@ class PatchPositionalEncodingMixin:
         self, grid_size, d_model, cls_token=False, *, base_size=None, interpolation_scale=1.0, **kwargs
     ):
         super().__init__(**kwargs)
-        encoding.sincos_2d(4, 1, cls_token, base_size=base_size, interpolation_scale=interpolation_scale)
+        _validation.grid_2d_options(cls_token, base_size, interpolation_scale)
         if grid_size is None:
             self.grid_size, self._grid = None, None
         else:
             self._grid = _validation.grid_shape("grid_size", grid_size, 2)
             self.grid_size = grid_size if isinstance(grid_size, int) else self._grid
-        self.d_model = _validation.positive_int("d_model", d_model)
-        if self.d_model % 4:
-            raise ValueError(
-                "`d_model` must be a multiple of 4: each grid axis gets half the width, in sine "
-                f"and cosine halves. Received: d_model={self.d_model}"
-            )
+        self.d_model = _validation.multiple_of("d_model", d_model, 4, _validation.GRID_2D_WIDTH)
         if grid_size is None and cls_token:
             raise ValueError(
                 "`cls_token=True` needs a `grid_size`: the grid is then read from (batch, height, "

@@ -1,5 +1,4 @@
 import keras
-import tensorflow as tf
 
 from tf_posenc import _positions, _rows, _validation, encoding
 from tf_posenc.layers.base import SinusoidLayer
@@ -74,13 +73,9 @@ class PositionalEncodingMixin:
 
     def call(self, inputs, start_index=0, positions=None):
         inputs = self._checked_inputs(inputs)
-        if inputs.shape[-1] is None:  # only known when the graph runs: the add would broadcast
-            width = tf.debugging.Assert(
-                tf.equal(tf.shape(inputs)[-1], self.d_model),
-                [f"The last dimension of `inputs` must equal d_model={self.d_model}."],
-            )
-            with tf.control_dependencies([width]):
-                inputs = tf.identity(inputs)
+        # Where the width is only known when the graph runs, the add would broadcast.
+        message = f"The last dimension of `inputs` must equal d_model={self.d_model}."
+        inputs = _positions.has_size(inputs, -1, self.d_model, message)
         where = _positions.resolve(inputs, len(inputs.shape) - 2, self._limit, start_index, positions)
         return self._run(inputs, where)
 

@@ -363,27 +363,7 @@ class RotaryEmbeddingMixin:
                 "The feature axis of `inputs` must have a known, even size: the features "
                 f"rotate in pairs. Received: inputs.shape={shape} with feature_axis={self.feature_axis}"
             )
-        width = self._rotated_width(dim)
-        if width == 0 or width % 2:
-            raise ValueError(
-                "`partial_rotary_factor` must leave an even, positive number of rotating features: "
-                f"int({dim} * {self.partial_rotary_factor}) = {width}. Received: "
-                f"partial_rotary_factor={self.partial_rotary_factor} for inputs.shape={shape}"
-            )
-        if self.mrope_section is not None and sum(self.mrope_section) != width // 2:
-            raise ValueError(
-                f"`mrope_section` must add up to the {width // 2} rotating feature pairs. Received: "
-                f"mrope_section={list(self.mrope_section)} (sum {sum(self.mrope_section)}) "
-                f"for inputs.shape={shape}"
-            )
-        for name, argument in _rope_types.ARGUMENTS.items():
-            factors = getattr(self, name)
-            if argument.per_pair and factors is not None and len(factors) != width // 2:
-                raise ValueError(
-                    f"`{name}` must have one entry per rotating feature pair: {width // 2} for "
-                    f"{width} rotating features. Received: len({name})={len(factors)} for "
-                    f"inputs.shape={shape}"
-                )
+        _rope_types.checked_head(vars(self._options), dim, f"for inputs.shape={shape}")
         return tuple(axes)
 
 

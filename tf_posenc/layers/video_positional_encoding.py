@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from tf_posenc import _validation, encoding
+from tf_posenc import _validation
 from tf_posenc.layers import _grid
 from tf_posenc.layers.base import SinusoidLayer
 
@@ -21,9 +21,7 @@ class VideoPositionalEncodingMixin:
         **kwargs,
     ):
         super().__init__(**kwargs)
-        encoding.sincos_3d(
-            16, 1, 1, spatial_interpolation_scale, temporal_interpolation_scale
-        )  # their checks
+        _validation.grid_3d_scales(spatial_interpolation_scale, temporal_interpolation_scale)
         self._grid = None
         if (spatial_size is None) != (temporal_size is None):
             raise ValueError(
@@ -36,12 +34,7 @@ class VideoPositionalEncodingMixin:
             self._grid = (_validation.positive_int("temporal_size", temporal_size), height, width)
         self.spatial_size = list(spatial_size) if isinstance(spatial_size, (tuple, list)) else spatial_size
         self.temporal_size = temporal_size
-        self.d_model = _validation.positive_int("d_model", d_model)
-        if self.d_model % 16:
-            raise ValueError(
-                "`d_model` must be a multiple of 16: a quarter for the frames and three eighths for "
-                f"each spatial axis, in sine and cosine halves. Received: d_model={self.d_model}"
-            )
+        self.d_model = _validation.multiple_of("d_model", d_model, 16, _validation.GRID_3D_WIDTH)
         self.spatial_interpolation_scale = spatial_interpolation_scale
         self.temporal_interpolation_scale = temporal_interpolation_scale
         spatial, temporal = 1 / spatial_interpolation_scale, 1 / temporal_interpolation_scale
