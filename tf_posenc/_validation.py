@@ -7,6 +7,8 @@ import keras
 import tensorflow as tf
 
 LAYOUTS = ("interleave", "concat")
+# Whose frequencies and column order a sinusoid table follows (see `_columns.columns`).
+CONVENTIONS = ("paper", "tensor2tensor", "tensor2tensor_documented", "fairseq")
 
 # Positions travel through the graphs as int32.
 MAX_POSITION = 2**31 - 1
@@ -228,3 +230,21 @@ def grid_3d_scales(spatial_interpolation_scale, temporal_interpolation_scale):
     positive_number("spatial_interpolation_scale", spatial_interpolation_scale)
     positive_number("temporal_interpolation_scale", temporal_interpolation_scale)
     return spatial_interpolation_scale, temporal_interpolation_scale
+
+
+def encoding_options(d_model, max_wavelength, requested_layout, convention, min_timescale):
+    """The checked options of a sinusoid table (`encoding.columns`), with `layout` resolved."""
+    max_wavelength = wavelength("max_wavelength", max_wavelength)
+    convention = one_of("convention", convention, CONVENTIONS)
+    if convention == "fairseq" and d_model < 4:
+        raise ValueError(
+            "`convention='fairseq'` needs `d_model` of at least 4: its frequencies divide by "
+            f"d_model // 2 - 1. Received: d_model={d_model}"
+        )
+    min_timescale = number_at_least("min_timescale", min_timescale, 0, strict=True)
+    resolved = layout(
+        "layout",
+        requested_layout or ("interleave" if convention == "paper" else "concat"),
+        d_model - d_model % 2 if convention != "paper" else d_model,
+    )
+    return max_wavelength, resolved, convention, min_timescale

@@ -1,22 +1,27 @@
-"""The sinusoidal encoding itself: the one place the formula is written down.
+"""The sinusoidal encoding as NumPy tables: the formula of the documents, computed in float64.
 
 PE(pos, 2i) = sin(pos / max_wavelength**(2i / d_model))
 PE(pos, 2i + 1) = cos(pos / max_wavelength**(2i / d_model))
 
-Everything is computed in float64 from integer positions and rounded once to the
-requested dtype, so a float32 table holds the float64 values rounded to nearest at
-every position up to 2**20 and beyond, and no position passes through a 16-bit float.
+`positional_encoding`, `sincos_2d`, `sincos_3d` and `get_angles` compute in float64 from integer
+positions and round once to the requested dtype: they are the float64 references, and the tables
+the documents print. The layers compute their rows on the exact integer route instead
+(`tf_posenc._rows`, the same in every runtime); the two agree to the route's bound (2**-24 in
+float32, `_rows.row_error_bound`) and hold the same bits almost everywhere (an entry that close
+to a rounding boundary may round the other way). What each column holds is written once, in
+`tf_posenc._columns`.
 """
 
-import math
 import numbers
 
 import numpy as np
 import tensorflow as tf
 
-from tf_posenc import _validation
+from tf_posenc import _columns, _validation
 
-# The rope types' maths lives with their records; these are its public names.
+# The column builders and the rope types' maths live in their own modules; these are their
+# public names.
+from tf_posenc._columns import columns  # noqa: F401
 from tf_posenc._rope_types import (  # noqa: F401
     EXTENT_DEPENDENT_ROPE_TYPES,
     ROPE_TYPES,
@@ -28,7 +33,7 @@ from tf_posenc._rope_types import (  # noqa: F401
 # space stays small however long the table is.
 _ROWS_PER_CHUNK = 4096
 
-CONVENTIONS = ("paper", "tensor2tensor", "tensor2tensor_documented", "fairseq")
+CONVENTIONS = _validation.CONVENTIONS
 
 
 def get_angles(position, i, d_model, max_wavelength=10000):
@@ -55,91 +60,12 @@ def get_angles(position, i, d_model, max_wavelength=10000):
     """
     d_model = _validation.positive_int("d_model", d_model)
     max_wavelength = _validation.wavelength("max_wavelength", max_wavelength)
-    exponents = 2 * (np.asarray(i) // 2) / np.float64(d_model)
-    angle_rates = 1 / np.power(np.float64(max_wavelength), exponents)
-    return np.asarray(position, dtype=np.float64) * angle_rates
-
-
-def frequencies(d_model, max_wavelength=10000):
-    """The `ceil(d_model / 2)` angular frequencies, in float64, highest first."""
-    pair_index = np.arange((d_model + 1) // 2)
-    return get_angles(1, 2 * pair_index, d_model, max_wavelength)
-
-
-def column_order(d_model, layout="interleave"):
-    """Where each output column comes from in `concat([sines, cosines], -1)`.
-
-    "interleave" is the paper's layout (sin, cos, sin, cos, ...; an odd `d_model`
-    ends on a sine). "concat" puts all sines first, then all cosines.
-    """
-    pairs = (d_model + 1) // 2
-    if layout == "concat":
-        return np.arange(d_model)
-    interleaved = np.stack([np.arange(pairs), pairs + np.arange(pairs)], axis=-1)
-    return interleaved.reshape(-1)[:d_model]
-
-
-def columns(d_model, max_wavelength=10000, layout=None, convention="paper", min_timescale=1.0):
-    """What each output column holds: its angular frequency and whether it is a cosine.
-
-    The one place every convention is written down; the NumPy tables and the in-graph
-    route both read it. Conventions, by the code that defines them:
-
-    * `"paper"`: `omega_j = max_wavelength ** (-2j / d_model)`, `ceil(d_model / 2)` of them;
-      interleaved by default (an odd width ends on a sine).
-    * `"tensor2tensor"` (`get_timing_signal_1d`, TF Model Garden's
-      `RelativePositionEmbedding`): `d_model // 2` frequencies
-      `min_timescale * exp(-j * log(max_wavelength / min_timescale) / max(d_model // 2 - 1, 1))`,
-      with `max_wavelength` as `max_timescale`; all sines, then all cosines, and a zero column
-      when `d_model` is odd. The code multiplies by `min_timescale` where its own description
-      (timescales from `min_timescale` to `max_timescale`) divides (tensorflow/models#10945);
-      the two agree at the default 1.0.
-    * `"tensor2tensor_documented"`: the same, dividing by `min_timescale` as described.
-    * `"fairseq"` (`SinusoidalPositionalEmbedding`): `d_model // 2` frequencies
-      `exp(-k * log(max_wavelength) / (d_model // 2 - 1))`; sines then cosines, a zero column
-      when `d_model` is odd.
-
-    Args:
-        d_model: Integer. Number of columns.
-        max_wavelength: Number. The base (the `max_timescale` of tensor2tensor).
-        layout: `"interleave"`, `"concat"`, or `None` for the convention's own.
-        convention: One of `CONVENTIONS`.
-        min_timescale: Number. tensor2tensor's `min_timescale`. Defaults to `1.0`.
-
-    Returns:
-        A tuple `(frequencies, cosine)` of float64 and bool NumPy arrays of shape
-        `(d_model,)`: column `c` is `cos(pos * frequencies[c])` where `cosine[c]`, else
-        `sin(pos * frequencies[c])` (a frequency of 0 makes a zero column).
-    """
-    layout = layout or default_layout(convention)
-    if convention == "paper":
-        pairs = (d_model + 1) // 2
-        source = column_order(d_model, layout)
-        return frequencies(d_model, max_wavelength)[source % pairs], source >= pairs
-    count = d_model // 2
-    steps = np.arange(count, dtype=np.float64)
-    if convention == "fairseq":
-        rates = np.exp(-steps * math.log(max_wavelength) / (count - 1))
-    else:
-        increment = math.log(max_wavelength / min_timescale) / max(count - 1, 1)
-        scale = min_timescale if convention == "tensor2tensor" else 1 / min_timescale
-        rates = scale * np.exp(-steps * increment)
-    source = column_order(2 * count, layout)
-    # An odd width ends on a zero column: frequency 0, a sine.
-    zero = [0] * (d_model % 2)
-    return (
-        np.concatenate([rates[source % max(count, 1)] if count else [], np.zeros(len(zero))]),
-        np.concatenate([source >= count, np.zeros(len(zero), bool)]),
-    )
-
-
-def default_layout(convention):
-    return "interleave" if convention == "paper" else "concat"
+    return np.asarray(position, dtype=np.float64) * _columns.angle_rates(i, d_model, max_wavelength)
 
 
 def sinusoids(positions, d_model, max_wavelength=10000, layout=None, convention="paper", min_timescale=1.0):
     """Encoding rows for integer `positions`, as a float64 array of shape `positions.shape + (d_model,)`."""
-    rates, cosine = columns(d_model, max_wavelength, layout, convention, min_timescale)
+    rates, cosine = _columns.columns(d_model, max_wavelength, layout, convention, min_timescale)
     angles = np.asarray(positions, dtype=np.float64)[..., np.newaxis] * rates
     return np.where(cosine, np.cos(angles), np.sin(angles))
 
@@ -158,49 +84,10 @@ def sinusoid_rows(start, stop, d_model, dtype="float32", **options):
     return rows
 
 
-def timestep_columns(dim, max_period=10000, downscale_freq_shift=1, flip_sin_to_cos=False, scale=1.0):
-    """`columns` for the diffusion timestep embedding of DDPM / latent diffusion.
-
-    `get_timestep_embedding` (diffusers, and DDPM's original with `downscale_freq_shift=1`):
-    `dim // 2` frequencies `scale * exp(-log(max_period) * k / (dim // 2 - downscale_freq_shift))`,
-    sines then cosines (cosines first with `flip_sin_to_cos`), a zero column for an odd `dim`.
-    """
-    half = dim // 2
-    steps = np.arange(half, dtype=np.float64)
-    rates = scale * np.exp(-math.log(max_period) * steps / (half - downscale_freq_shift))
-    cosine = np.arange(2 * half) >= half
-    if flip_sin_to_cos:
-        cosine = ~cosine
-    zero = dim % 2
-    return (np.concatenate([rates, rates, np.zeros(zero)]), np.concatenate([cosine, np.zeros(zero, bool)]))
-
-
-def rotary_columns(frequencies):
-    """`columns` of a rotation's table: the sine of every pair, then its cosine."""
-    pairs = len(frequencies)
-    return np.concatenate([frequencies, frequencies]), np.arange(2 * pairs) >= pairs
-
-
-def grid_columns(width, scale=1.0):
-    """`columns` of one grid axis's `width` columns (sines, then cosines), each frequency
-    times `scale`: a position `n * scale` is the integer position `n` at frequency `w * scale`."""
-    rates, cosine = columns(width, layout="concat")
-    return rates * np.float64(scale), cosine
-
-
 def _axis_table(positions, width, scale):
-    rates, cosine = grid_columns(width, scale)
+    rates, cosine = _columns.grid_columns(width, scale)
     angles = np.asarray(positions, np.float64)[..., None] * rates
     return np.where(cosine, np.cos(angles), np.sin(angles))
-
-
-def grid_scales(grid, base_size=None, interpolation_scale=1.0):
-    """The position scale of each grid axis: `base_size / (n * interpolation_scale)` for an axis
-    of `n` patches (diffusers' `arange(n) / (n / base_size) / interpolation_scale`), or
-    `1 / interpolation_scale` without a `base_size`."""
-    if base_size is None:
-        return tuple(1.0 / interpolation_scale for _ in grid)
-    return tuple(base_size / (size * interpolation_scale) for size in grid)
 
 
 def sincos_2d(embed_dim, grid_size, cls_token=False, *, base_size=None, interpolation_scale=1.0):
@@ -235,7 +122,7 @@ def sincos_2d(embed_dim, grid_size, cls_token=False, *, base_size=None, interpol
     embed_dim = _validation.multiple_of("embed_dim", embed_dim, 4, _validation.GRID_2D_WIDTH)
     height, width = _validation.grid_shape("grid_size", grid_size, 2)
     _validation.grid_2d_options(cls_token, base_size, interpolation_scale)
-    row_scale, column_scale = grid_scales((height, width), base_size, interpolation_scale)
+    row_scale, column_scale = _columns.grid_scales((height, width), base_size, interpolation_scale)
     row, column = np.divmod(np.arange(height * width), width)
     half = embed_dim // 2
     table = np.concatenate(
@@ -321,24 +208,6 @@ def grid_positions(grid, offset=0):
     return (ids.reshape(-1, len(sizes)) + np.asarray(offsets)).astype(np.int32)
 
 
-def check_options(d_model, max_wavelength, layout, convention, min_timescale):
-    """Validates the options of `columns`; returns them with `layout` resolved."""
-    max_wavelength = _validation.wavelength("max_wavelength", max_wavelength)
-    convention = _validation.one_of("convention", convention, CONVENTIONS)
-    if convention == "fairseq" and d_model < 4:
-        raise ValueError(
-            "`convention='fairseq'` needs `d_model` of at least 4: its frequencies divide by "
-            f"d_model // 2 - 1. Received: d_model={d_model}"
-        )
-    min_timescale = _validation.number_at_least("min_timescale", min_timescale, 0, strict=True)
-    layout = _validation.layout(
-        "layout",
-        layout or default_layout(convention),
-        d_model - d_model % 2 if convention != "paper" else d_model,
-    )
-    return max_wavelength, layout, convention, min_timescale
-
-
 def positional_encoding(
     position,
     d_model,
@@ -376,7 +245,7 @@ def positional_encoding(
     """
     position = _validation.positive_int("position", position, maximum=_validation.MAX_POSITION)
     d_model = _validation.positive_int("d_model", d_model)
-    max_wavelength, layout, convention, min_timescale = check_options(
+    max_wavelength, layout, convention, min_timescale = _validation.encoding_options(
         d_model, max_wavelength, layout, convention, min_timescale
     )
     dtype = _validation.floating_dtype("dtype", dtype)
@@ -427,8 +296,8 @@ def shift_matrix(k, d_model, max_wavelength=10000, layout="interleave"):
             f"width has no cosine partner to rotate with. Received: d_model={d_model}"
         )
     _validation.layout("layout", layout, d_model)
-    step = k * frequencies(d_model, max_wavelength)
-    order = column_order(d_model, layout)
+    step = k * _columns.frequencies(d_model, max_wavelength)
+    order = _columns.column_order(d_model, layout)
     pairs = d_model // 2
     output_column = np.argsort(order)
     sine_column, cosine_column = output_column[:pairs], output_column[pairs:]

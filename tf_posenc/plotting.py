@@ -6,7 +6,7 @@ only when a plot is asked for.
 
 import numpy as np
 
-from tf_posenc import _validation, encoding
+from tf_posenc import _columns, _validation, encoding
 from tf_posenc.layers.axial_rotary_embedding import AxialRotaryEmbedding
 
 
@@ -105,7 +105,7 @@ def plot_similarity(position, d_model, ax=None, max_wavelength=10000, reference_
     rows = encoding.sinusoids(np.arange(position), d_model, max_wavelength)
     figure, ax = _figure_and_axes(ax, figsize=(8, 4.5))
     shifts = np.arange(-position + 1, position)
-    paired = encoding.frequencies(d_model, max_wavelength)[: d_model // 2]
+    paired = _columns.frequencies(d_model, max_wavelength)[: d_model // 2]
     predicted = np.cos(np.multiply.outer(shifts, paired)).sum(axis=1)
     ax.plot(shifts, predicted, color="black", linewidth=1, label=r"$\sum_j \cos(k\,\omega_j)$")
     for reference in reference_positions:

@@ -2,7 +2,7 @@
 
 from keras import ops
 
-from tf_posenc import _rows, encoding
+from tf_posenc import _columns, _rows
 from tf_posenc._positions import Positions, sequence_length
 
 
@@ -13,7 +13,7 @@ def sizes_of(inputs, axes):
 
 def axis_constants(width, scale):
     """The route's constants of one axis's `width` columns at position scale `scale`."""
-    return _rows.column_constants(*encoding.grid_columns(width, scale))
+    return _rows.column_constants(*_columns.grid_columns(width, scale))
 
 
 def grid_table(sizes, parts, dtype):

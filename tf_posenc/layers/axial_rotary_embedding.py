@@ -1,7 +1,7 @@
 import keras
 import numpy as np
 
-from tf_posenc import _positions, _rotation, _rows, _validation, encoding
+from tf_posenc import _columns, _positions, _rotation, _rows, _validation, encoding
 from tf_posenc.layers.base import SinusoidLayer
 
 
@@ -42,7 +42,7 @@ class AxialRotaryEmbeddingMixin:
         )
         # An id `n` at scale `s` is the integer position `n` at frequency `w * s`: exact.
         self._axis_constants = tuple(
-            _rows.column_constants(*encoding.rotary_columns(frequencies))
+            _rows.column_constants(*_columns.rotary_columns(frequencies))
             for frequencies in self._axis_frequencies()
         )
 

@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from tf_posenc import _validation, encoding
+from tf_posenc import _columns, _validation
 from tf_posenc.layers import _grid
 from tf_posenc.layers.base import SinusoidLayer
 
@@ -44,7 +44,7 @@ class PatchPositionalEncodingMixin:
                 "the call is traced: give a `grid_size`, or inputs of known height and width. "
                 f"Received: inputs.shape={tuple(inputs.shape)}"
             )
-        scales = encoding.grid_scales(
+        scales = _columns.grid_scales(
             [size if isinstance(size, int) else 1 for size in grid], self.base_size, self.interpolation_scale
         )
         half = self.d_model // 2

@@ -3,7 +3,7 @@ import math
 import keras
 from keras import ops
 
-from tf_posenc import _validation, encoding
+from tf_posenc import _validation
 from tf_posenc.layers.base import SinusoidLayer
 from tf_posenc.layers.positional_encoding import PositionalEncoding
 
@@ -32,7 +32,7 @@ class PositionalEmbeddingMixin:
         if not isinstance(mask_zero, bool):
             raise ValueError(f"`mask_zero` must be a boolean. {_validation.received('mask_zero', mask_zero)}")
         self.mask_zero = mask_zero
-        self.max_wavelength, self.layout, self.convention, self.min_timescale = encoding.check_options(
+        self.max_wavelength, self.layout, self.convention, self.min_timescale = _validation.encoding_options(
             self.d_model, max_wavelength, layout, convention, min_timescale
         )
         self.padding_idx = (

@@ -1,6 +1,6 @@
 import keras
 
-from tf_posenc import _positions, _rows, _validation, encoding
+from tf_posenc import _columns, _positions, _rows, _validation
 from tf_posenc.layers.base import SinusoidLayer
 
 # `pos_encoding` builds the whole table; past this many values, ask for rows instead.
@@ -24,12 +24,12 @@ class PositionalEncodingMixin:
         super().__init__(**kwargs)
         self.position = _validation.positive_int("position", position, maximum=_validation.MAX_POSITION)
         self.d_model = _validation.positive_int("d_model", d_model)
-        self.max_wavelength, self.layout, self.convention, self.min_timescale = encoding.check_options(
+        self.max_wavelength, self.layout, self.convention, self.min_timescale = _validation.encoding_options(
             self.d_model, max_wavelength, layout, convention, min_timescale
         )
         self._limit = _positions.Limit(self.position, "position")
         self._constants = _rows.column_constants(
-            *encoding.columns(
+            *_columns.columns(
                 self.d_model, self.max_wavelength, self.layout, self.convention, self.min_timescale
             )
         )

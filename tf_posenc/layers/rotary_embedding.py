@@ -2,7 +2,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from tf_posenc import _hf_config, _positions, _rope_types, _rotation, _rows, _validation, encoding
+from tf_posenc import _columns, _hf_config, _positions, _rope_types, _rotation, _rows, _validation
 from tf_posenc.layers.base import SinusoidLayer
 
 
@@ -247,7 +247,7 @@ class RotaryEmbeddingMixin:
         for key, constants in self._cached_constants:
             if key == (dim, seq_len):
                 return constants
-        constants = _rows.column_constants(*encoding.rotary_columns(self.frequencies(dim, seq_len)))
+        constants = _rows.column_constants(*_columns.rotary_columns(self.frequencies(dim, seq_len)))
         self._cached_constants = (*self._cached_constants[-1:], ((dim, seq_len), constants))
         return constants
 
@@ -325,7 +325,7 @@ class RotaryEmbeddingMixin:
         sections = [(axis, np.flatnonzero(axes == axis)) for axis in range(len(self.mrope_section))]
         sections = [(axis, columns) for axis, columns in sections if len(columns)]
         groups = [
-            (values[axis], _rows.column_constants(*encoding.rotary_columns(frequencies[columns])))
+            (values[axis], _rows.column_constants(*_columns.rotary_columns(frequencies[columns])))
             for axis, columns in sections
         ]
         rows = _rotation.grouped_rows(groups, dtype, self.attention_scaling)

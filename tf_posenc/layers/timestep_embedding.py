@@ -1,6 +1,6 @@
 import keras
 
-from tf_posenc import _positions, _rows, _validation, encoding
+from tf_posenc import _columns, _positions, _rows, _validation
 from tf_posenc.layers.base import SinusoidLayer
 
 
@@ -30,7 +30,7 @@ class TimestepEmbeddingMixin:
         self.scale = _validation.number_at_least("scale", scale, 0, strict=True)
         self.supports_masking = False
         self._constants = _rows.column_constants(
-            *encoding.timestep_columns(
+            *_columns.timestep_columns(
                 self.dim, self.max_period, self.downscale_freq_shift, self.flip_sin_to_cos, self.scale
             )
         )
