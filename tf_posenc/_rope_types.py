@@ -300,11 +300,6 @@ def checked_arguments(arguments):
     return checked
 
 
-def config_value(value):
-    """An argument as `get_config` writes it: tuples as JSON lists."""
-    return list(value) if isinstance(value, tuple) else value
-
-
 def effective_factor(arguments):
     """`scaling_factor`, or for the types that infer it, given `max_position_embeddings`, the
     ratio of the context lengths (as transformers does); 1.0 otherwise."""
@@ -403,21 +398,8 @@ def rotary_frequencies(
     transformers rounds `short_factor` and `long_factor` to float32 and computes its inverse
     frequencies in float32; here everything is float64, the numbers its code means.
     """
-    options = Options(
-        max_wavelength=max_wavelength,
-        scaling_factor=1.0 if scaling_factor is None else scaling_factor,
-        beta_fast=beta_fast,
-        beta_slow=beta_slow,
-        original_max_position_embeddings=original_max_position_embeddings,
-        truncate=truncate,
-        denominator_dim=denominator_dim,
-        low_freq_factor=low_freq_factor,
-        high_freq_factor=high_freq_factor,
-        short_factor=short_factor,
-        long_factor=long_factor,
-        max_position_embeddings=max_position_embeddings,
-        partial_rotary_factor=partial_rotary_factor,
-    )
+    options = Options(**{name: value for name, value in locals().items() if name in ARGUMENTS})
+    options.scaling_factor = 1.0 if scaling_factor is None else scaling_factor
     return REGISTRY[rope_type].frequencies(dim, options, seq_len)
 
 

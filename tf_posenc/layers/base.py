@@ -7,6 +7,13 @@ from tf_posenc import _validation
 from tf_posenc._positions import Positions
 
 
+def config_entries(layer, *names):
+    """`get_config`'s entries of the constructor arguments `names`: each attribute of that name,
+    tuples as JSON lists."""
+    values = {name: getattr(layer, name) for name in names}
+    return {name: list(value) if isinstance(value, tuple) else value for name, value in values.items()}
+
+
 def build_at_construction(layer):
     """Marks `layer` built when no class of its own defines `build`, as Keras's stateless layers
     are marked: a layer with a `build` of its own (weights to make) is built by it."""

@@ -2,6 +2,7 @@ import keras
 from keras import ops
 
 from tf_posenc import _validation, interpolation
+from tf_posenc.layers.base import config_entries
 
 
 class LearnedPatchPositionEmbeddingMixin:
@@ -68,11 +69,7 @@ class LearnedPatchPositionEmbeddingMixin:
     def get_config(self):
         return {
             **super().get_config(),
-            "grid_size": self.grid_size,
-            "d_model": self.d_model,
-            "num_prefix_tokens": self.num_prefix_tokens,
-            "convention": self.convention,
-            "antialias": self.antialias,
+            **config_entries(self, "grid_size", "d_model", "num_prefix_tokens", "convention", "antialias"),
             "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
         }
 

@@ -3,7 +3,7 @@ from keras import ops
 
 from tf_posenc import _columns, _validation
 from tf_posenc.layers import _grid
-from tf_posenc.layers.base import SinusoidLayer
+from tf_posenc.layers.base import SinusoidLayer, config_entries
 
 
 class PatchPositionalEncodingMixin:
@@ -58,14 +58,8 @@ class PatchPositionalEncodingMixin:
         return table
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "grid_size": self.grid_size if not isinstance(self.grid_size, tuple) else list(self.grid_size),
-            "d_model": self.d_model,
-            "cls_token": self.cls_token,
-            "base_size": self.base_size,
-            "interpolation_scale": self.interpolation_scale,
-        }
+        names = ("grid_size", "d_model", "cls_token", "base_size", "interpolation_scale")
+        return {**super().get_config(), **config_entries(self, *names)}
 
     def _output_shape(self, shape):
         if self._grid is None:

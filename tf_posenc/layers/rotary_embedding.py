@@ -3,7 +3,7 @@ import numpy as np
 from keras import ops
 
 from tf_posenc import _columns, _hf_config, _positions, _rope_types, _rotation, _rows, _validation
-from tf_posenc.layers.base import SinusoidLayer
+from tf_posenc.layers.base import SinusoidLayer, config_entries
 
 
 class RotaryEmbeddingMixin:
@@ -189,7 +189,7 @@ class RotaryEmbeddingMixin:
     def get_config(self):
         return {
             **super().get_config(),
-            **{name: _rope_types.config_value(getattr(self, name)) for name in _rope_types.ARGUMENTS},
+            **config_entries(self, *_rope_types.ARGUMENTS),
         }
 
     @classmethod

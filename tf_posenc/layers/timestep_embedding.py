@@ -1,7 +1,7 @@
 import keras
 
 from tf_posenc import _columns, _positions, _rows, _validation
-from tf_posenc.layers.base import SinusoidLayer
+from tf_posenc.layers.base import SinusoidLayer, config_entries
 
 
 class TimestepEmbeddingMixin:
@@ -46,14 +46,8 @@ class TimestepEmbeddingMixin:
         return rows
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "dim": self.dim,
-            "max_period": self.max_period,
-            "downscale_freq_shift": self.downscale_freq_shift,
-            "flip_sin_to_cos": self.flip_sin_to_cos,
-            "scale": self.scale,
-        }
+        names = ("dim", "max_period", "downscale_freq_shift", "flip_sin_to_cos", "scale")
+        return {**super().get_config(), **config_entries(self, *names)}
 
     def _output_shape(self, shape):
         return _validation.input_shape(shape, 1, "(batch,) timesteps") + (self.dim,)

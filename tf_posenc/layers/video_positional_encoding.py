@@ -3,7 +3,7 @@ from keras import ops
 
 from tf_posenc import _validation
 from tf_posenc.layers import _grid
-from tf_posenc.layers.base import SinusoidLayer
+from tf_posenc.layers.base import SinusoidLayer, config_entries
 
 
 class VideoPositionalEncodingMixin:
@@ -55,14 +55,8 @@ class VideoPositionalEncodingMixin:
         return table if len(inputs.shape) == 5 else ops.reshape(table, (-1, self.d_model))
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "spatial_size": self.spatial_size,
-            "temporal_size": self.temporal_size,
-            "d_model": self.d_model,
-            "spatial_interpolation_scale": self.spatial_interpolation_scale,
-            "temporal_interpolation_scale": self.temporal_interpolation_scale,
-        }
+        names = ("spatial_size", "temporal_size", "d_model", "spatial_interpolation_scale")
+        return {**super().get_config(), **config_entries(self, *names, "temporal_interpolation_scale")}
 
     def _output_shape(self, shape):
         if self._grid is None:
