@@ -129,8 +129,14 @@ class PositionalEncoding(PositionalEncodingMixin, SinusoidLayer):
     exact integer phases with float32 arithmetic only, and rounded once to the compute
     dtype, so the layer has no weights, its cost does not grow with `position`, saved
     models stay small and convert to TensorFlow Lite and ONNX as they are, and the
-    values are within half a unit of the output dtype of the formula under every dtype
-    policy (mixed precision included).
+    values are within one unit of the output dtype in [0.5, 1) of the formula (2**-24 in
+    float32; half of it is the final rounding) under every dtype policy, mixed precision
+    included.
+
+    The layer returns `inputs + encoding`, the documents' design. keras-hub's
+    `SinePositionEncoding` (0.32), whose input shapes and `max_wavelength` this layer takes,
+    returns the encoding alone for the caller to add: to switch, drop that add (or call this
+    layer on zeros, or use `encoding_rows`, for the encoding alone).
 
     Args:
         position: Integer. The number of positions the layer serves; inputs may be
