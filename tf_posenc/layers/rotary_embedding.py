@@ -381,9 +381,10 @@ class RotaryEmbedding(RotaryEmbeddingMixin, SinusoidLayer):
     policy) with a single rounding to the compute dtype, so a bfloat16 model keeps the
     relative-position property at a million positions. The positional arguments mean what
     they mean in keras-hub's `RotaryEmbedding` (0.32; keras-hub's main has since made
-    `truncate=False` its default), in the same order, so a keras-hub model can switch layers and keep its weights; the keyword-only ones are Hugging Face transformers'
-    rope parameters, with their names and meaning, and `from_hf_config` reads them from a
-    model's config. Every rope type is a set of per-pair frequencies and one scale of the
+    `truncate=False` its default), in the same order, so a keras-hub model can switch layers
+    and keep its weights; the keyword-only ones are Hugging Face transformers' rope
+    parameters, with their names and meaning, and `from_hf_config` reads them from a model's
+    config. Every rope type is a set of per-pair frequencies and one scale of the
     cosines and sines, so every type runs on the exact route.
 
     Rope types, and the models that use them:
