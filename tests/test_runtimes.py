@@ -236,7 +236,7 @@ def test_wide_encodings_are_exact_in_graphs(tmp_path):
     results = json.loads(run_python(probe, tmp_path).splitlines()[-1])
     assert set(results) == {"d64-graph", "d64-xla", "d1024-graph", "d1024-xla"}
     for name, result in results.items():
-        assert result["error"] <= FLOAT32_UNIT, name
+        assert result["error"] <= ROW_BOUND["float32"], name
         assert result["nearest"] > 0.999, name
 
 
