@@ -12,6 +12,7 @@ peak memory for large `position`; SavedModel and `.keras` sizes.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -441,7 +442,8 @@ def eager_rows():
     """Eager call times on each Keras backend (`eager.py`, one fresh process per backend)."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "eager.py")
     rows = []
-    for backend in ("tensorflow", "jax"):
+    backends = [name for name in ("tensorflow", "jax", "torch") if importlib.util.find_spec(name)]
+    for backend in backends:
         completed = subprocess.run(
             [sys.executable, script],
             capture_output=True,

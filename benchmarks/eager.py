@@ -2,7 +2,8 @@
 
     KERAS_BACKEND=jax python benchmarks/eager.py     # prints one JSON object: milliseconds per call
 
-`benchmark.py` runs it once per backend. Each call is timed in a loop of Python calls, as a
+`benchmark.py` runs it once per backend it finds installed (PyTorch: in an environment made from
+`tests/torch.txt` plus keras-hub). Each call is timed in a loop of Python calls, as a
 decoding loop or an eager notebook makes them, in interleaved rounds keeping the best.
 """
 
@@ -78,9 +79,13 @@ def best_ms(functions, steps, rounds=5):
     return best
 
 
+# shape, number of calls, and whether the calls decode consecutive positions (a decoding loop)
+# or start anywhere.
 CASES = {
     "PositionalEncoding, one decoding step (1, 1, 512)": ((1, 1, 512), 100),
     "RotaryEmbedding, one decoding step (1, 1, 8, 64)": ((1, 1, 8, 64), 100),
+    "PositionalEncoding, consecutive decoding steps (1, 1, 512)": ((1, 1, 512), 128),
+    "RotaryEmbedding, consecutive decoding steps (1, 1, 8, 64)": ((1, 1, 8, 64), 128),
     "PositionalEncoding, full sequence (8, 512, 512)": ((8, 512, 512), 10),
     "RotaryEmbedding, full sequence (1, 32, 4, 64)": ((1, 32, 4, 64), 50),
 }
@@ -92,6 +97,9 @@ def main():
     for case, (shape, count) in CASES.items():
         x = ops.convert_to_tensor(rng.normal(size=shape).astype("float32"))
         steps = [int(t) for t in rng.integers(0, POSITION - shape[1], size=count)]
+        if "consecutive" in case:
+            first = steps[0] % (POSITION - count)
+            steps = list(range(first, first + count))
         functions = {name: calls(name, x, steps) for name in ("tf_posenc", "keras_hub", "table")}
         result[case] = best_ms(functions, steps)
     print(json.dumps({"backend": keras.backend.backend(), "milliseconds": result}))

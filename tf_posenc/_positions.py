@@ -4,10 +4,11 @@ A call covers `start_index .. start_index + seq_len - 1`, or the given `position
 one of them must lie below the layer's limit (`position` for the additive encodings, 2**31 - 1
 for the others). What is known when the call is traced is checked then, with a `ValueError` or
 `TypeError`; what is only known when the graph runs is checked by the graph
-(`InvalidArgumentError`). XLA and TensorFlow Lite drop those run-time checks, and the JAX
-backend (whose shapes are all known when a call is traced) has none; there the rows past the
-limit are still the exact values of the formula (for positions below 2**31), never clamped or
-garbage.
+(`InvalidArgumentError`). On the PyTorch backend eager tensors hold their values, which are
+checked at once: the same messages, as a `ValueError`. XLA and TensorFlow Lite drop the run-time
+checks, and the JAX backend (whose shapes are all known when a call is traced) and compiled
+PyTorch programs have none; there the rows past the limit are still the exact values of the
+formula (for positions below 2**31), never clamped or garbage.
 
 Positions given as floats must hold whole numbers (tensor2tensor and Model Garden pass float
 positions); they are never rounded.
@@ -74,6 +75,16 @@ def _graph_checks():
     return keras.backend.backend() == "tensorflow"
 
 
+def _value_checks():
+    """Whether the values are at hand to check: PyTorch's eager tensors (not while `torch.compile`
+    or an export traces them)."""
+    if keras.backend.backend() != "torch":
+        return False
+    import torch
+
+    return not (torch.compiler.is_compiling() or torch.jit.is_tracing())
+
+
 def is_python_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
@@ -99,6 +110,8 @@ def _checked(wide, conditions):
 def _in_range(name, values, limit, inclusive=False):
     """Integer or whole-number float `values` as int32, after the one range check: every value
     in [0, limit) (or [0, limit] where `inclusive`), checked by the graph where graphs check."""
+    if _value_checks():
+        return _in_range_now(name, values, limit, inclusive)
     if not _graph_checks():
         return ops.cast(values, "int32")
     if values.dtype.is_floating:
@@ -116,6 +129,25 @@ def _in_range(name, values, limit, inclusive=False):
     if not values.dtype.is_unsigned:
         conditions.append((lambda wide: wide >= 0, f"`{name}` must be non-negative."))
     return tf.cast(_checked(wide, conditions), tf.int32)
+
+
+def _in_range_now(name, values, limit, inclusive=False):
+    """`_in_range` of values at hand (PyTorch's eager tensors): the same checks and messages,
+    made at once, as a `ValueError` (an `InvalidArgumentError` is TensorFlow's, for what a graph
+    checks when it runs)."""
+    known = ops.convert_to_numpy(values)
+    if known.dtype.kind == "f":
+        if not np.all(known // 1 == known):
+            raise ValueError(f"`{name}` given as floats must hold whole numbers.")
+        known = known.astype(np.int64)
+    wide = known.astype(np.uint64 if known.dtype.kind == "u" else np.int64)
+    if inclusive and not np.all(wide <= limit.value):
+        raise ValueError(f"`{name}` must be at most {limit.value}.")
+    if not inclusive and not np.all(wide < limit.value):
+        raise ValueError(limit.below(name))
+    if not np.all(wide >= 0):
+        raise ValueError(f"`{name}` must be non-negative.")
+    return ops.cast(values, "int32")
 
 
 def _numbers(name, values, allow_floats=True):
@@ -181,6 +213,10 @@ def _checked_start(start_index, inputs, sequence_axis, limit):
             raise ValueError(
                 f"`start_index` must be a scalar. Received: start_index with shape {start.shape}"
             )
+        if _value_checks():
+            start = int(ops.convert_to_numpy(_in_range_now("start_index", start, limit, inclusive=True)))
+            limit.check_fits(start, sequence_length(inputs, sequence_axis))
+            return start
         if not _graph_checks():
             return ops.cast(start, "int32")
         start = tf.cast(_in_range("start_index", start, limit, inclusive=True), tf.int64)
@@ -272,10 +308,13 @@ def extent(positions, length):
 
 def _known_value(tensor):
     """The value of `tensor` as a NumPy array if it is known while tracing, else None."""
-    if keras.backend.backend() == "jax":
+    backend = keras.backend.backend()
+    if backend == "jax":
         import jax
 
         return None if isinstance(tensor, jax.core.Tracer) else np.asarray(tensor)
+    if backend == "torch":
+        return ops.convert_to_numpy(tensor) if _value_checks() else None
     return tf.get_static_value(tensor)
 
 

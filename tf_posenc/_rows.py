@@ -70,7 +70,7 @@ _DIGIT = 2**24  # the phase is used as 24-bit digits: hi, mid
 _TABLE_BITS = 10
 _FINE = 2 ** (24 - _TABLE_BITS)  # the bits of `hi` below the table index
 _QUARTER_TURN = _DIGIT // 4  # in units of the `hi` digit
-_STEP = 64  # rows are built as sin(block + step) with step = position mod 64
+STEP = 64  # rows are built as sin(block + step) with step = position mod 64
 _KEPT_DIGITS = 2  # the phase digits kept, hi and mid: the top 48 bits of the 72
 # `_Pieces`: a value in [-1, 1] cut at grids of 2**-_HEAD_BITS (head) and 2**-_MIDDLE_BITS (middle).
 _HEAD_BITS = 11
@@ -93,7 +93,7 @@ assert 2 * _DIGIT + 2 * _LARGEST_COLUMN_SUM < 2**31, "the unreduced top digit fi
 # _TABLE_BITS significant bits and `near` log2(_FINE), their product is exact in float32's
 # 24-bit significand.
 assert _TABLE_BITS + math.log2(_FINE) == 24, "table index and fine bits make up the `hi` digit"
-assert _validation.MAX_POSITION % _STEP == _STEP - 1, "the last block is whole"
+assert _validation.MAX_POSITION % STEP == STEP - 1, "the last block is whole"
 assert _FREQUENCY_LIMBS >= 2 * _KEPT_DIGITS, "the kept digits are frequency limb columns"
 # Float32 products the route relies on being exact (see `_Pieces` and `_scaled`): two heads
 # (at most _HEAD_BITS + 1 significant bits each, as |v| <= 1); a head and a middle (a middle is
@@ -330,7 +330,7 @@ class _StepPieces(NamedTuple):
 def _step_pieces(limbs):
     """The `_StepPieces` of the 64 steps' sines, then of their cosines, stacked: `(8, 64, d)`.
     Constants, which graphs fold (unless `limbs` is only known at run time)."""
-    both = _sines_and_cosines(np.arange(_STEP, dtype=np.int32), limbs)
+    both = _sines_and_cosines(np.arange(STEP, dtype=np.int32), limbs)
     stacked = ops.stack([getattr(both, name) for name in _StepPieces._fields])
     return ops.concatenate(ops.split(stacked, 2, axis=-1), axis=0)
 
@@ -384,7 +384,7 @@ def _scaled(rounded, minus_low, scale):
 def _rows_at(positions, constants, dtype, scale=1.0):
     """Rows at int32 `positions` (any shape), shape `positions.shape + (d,)`: position p is split
     as block + step, with step = p mod 64, and the row is sin(block phase + step phase)."""
-    step = positions % _STEP
+    step = positions % STEP
     block = _sines_and_cosines(positions - step, constants.limbs, constants.offsets)
     # A gather per part: XLA runs one gather of all eight twice as slowly.
     steps = [_gather(part, step) for part in ops.unstack(_step_pieces(constants.limbs))]
@@ -400,25 +400,25 @@ def _contiguous_rows(start, length, constants, dtype, scale=1.0):
     phases, and each grid cell combines one of each.
     """
     static_length = isinstance(length, int)
-    if static_length and length < _STEP:  # fewer rows than a block: cheaper one by one, same bits
+    if static_length and length < STEP:  # fewer rows than a block: cheaper one by one, same bits
         return _rows_at(start + np.arange(length, dtype=np.int32), constants, dtype, scale)
-    skip = start % _STEP
+    skip = start % STEP
     first_block = start - skip
     steps = _step_pieces(constants.limbs)
     if not static_length:
-        blocks = (skip + length + _STEP - 1) // _STEP
+        blocks = (skip + length + STEP - 1) // STEP
         # Rows inside one block (a decoding step) need only their own steps, so the grid shrinks
         # to them: one row costs one cell, not 64. Selects rather than a `cond`, so every
         # length runs the same graph.
         inside = ops.equal(blocks, 1)
-        used = (steps.shape[0], ops.where(inside, length, _STEP), steps.shape[2])
+        used = (steps.shape[0], ops.where(inside, length, STEP), steps.shape[2])
         steps = ops.slice(steps, (0, ops.where(inside, skip, 0), 0), used)
         skip = ops.where(inside, 0, skip)
     elif isinstance(start, int):
-        blocks = -(-(skip + length) // _STEP)
+        blocks = -(-(skip + length) // STEP)
     else:  # enough blocks for any skip: the grid keeps a static shape (JAX)
-        blocks = (length + 2 * _STEP - 2) // _STEP
-    block_starts = first_block + ops.arange(blocks, dtype="int32") * _STEP
+        blocks = (length + 2 * STEP - 2) // STEP
+    block_starts = first_block + ops.arange(blocks, dtype="int32") * STEP
     # Blocks down the first axis, steps along the second: the pieces broadcast to the grid.
     block = _sines_and_cosines(ops.expand_dims(block_starts, 1), constants.limbs, constants.offsets)
     rows = ops.reshape(_combine(block, ops.unstack(steps), dtype, scale), (-1, constants.width))

@@ -112,16 +112,18 @@ def floating_inputs(dtype, what):
 
 
 def supported_backend(layer_name, family):
-    """Raises a `RuntimeError` unless Keras 3 runs on TensorFlow (or, for Keras 3 layers, JAX).
+    """Raises a `RuntimeError` unless Keras 3 runs on TensorFlow (or, for Keras 3 layers, JAX or
+    PyTorch).
 
     tf_keras layers compute with `keras.ops` on TensorFlow tensors, so Keras 3's backend must
     be TensorFlow for them too.
     """
     backend = keras.backend.backend()
-    supported = ("tensorflow", "jax") if family.__name__ == "keras" else ("tensorflow",)
+    supported = ("tensorflow", "jax", "torch") if family.__name__ == "keras" else ("tensorflow",)
     if backend not in supported:
         raise RuntimeError(
-            f"`{layer_name}` runs on the Keras backends {' and '.join(supported)}; set "
+            f"`{layer_name}` runs on the Keras backend{'s' * (len(supported) > 1)} "
+            f"{', '.join(supported)}; set "
             f"KERAS_BACKEND to one of them. Received: keras.backend.backend()={backend!r}"
         )
 

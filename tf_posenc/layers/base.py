@@ -1,9 +1,11 @@
 """Internal: the base of every tf_posenc layer, in either Keras family."""
 
+import types
+
 import keras
 import tensorflow as tf
 
-from tf_posenc import _validation
+from tf_posenc import _rows, _validation
 from tf_posenc._positions import Positions
 
 
@@ -25,10 +27,15 @@ def build_at_construction(layer):
 
 
 def _is_eager(inputs):
-    if keras.backend.backend() == "jax":
+    backend = keras.backend.backend()
+    if backend == "jax":
         import jax
 
         return not isinstance(inputs, jax.core.Tracer)
+    if backend == "torch":
+        import torch
+
+        return not (torch.compiler.is_compiling() or torch.jit.is_tracing())  # an export traces
     return tf.executing_eagerly()
 
 
@@ -44,9 +51,11 @@ class _EagerFunctions:
     open, so every length and offset reuses it. On JAX, `jax.jit` (which traces once per shape,
     with offsets and positions as traced values) compiles the two steps apart, so that the rows
     are computed once, not again for every example the add or rotation covers (as XLA's fusion
-    of one program would do). Inside a graph (an outer `tf.function`, XLA, a SavedModel or a
-    converter) the layers run the steps as they are, so exported graphs hold the route's
-    operations themselves.
+    of one program would do). On PyTorch, whose compiler takes half a minute to trace the route,
+    the steps run op by op, and the rows of a contiguous range are kept per 64-position block
+    (`_torch_rows`). Inside a graph (an outer `tf.function`, XLA, a SavedModel or a converter,
+    `torch.compile` or an export's trace) the layers run the steps as they are, so exported
+    graphs hold the route's operations themselves.
 
     Kept out of the layer's own attributes on purpose: SavedModel export saves the
     `tf.function` attributes of a layer, and these are for eager calls only.
@@ -54,15 +63,46 @@ class _EagerFunctions:
 
     def __init__(self):
         self._functions = {}
+        self._blocks = {}  # PyTorch: the last rows computed, by input structure: (first position, rows)
         self.traces = 0  # how often the steps were traced: a test counts them
 
     def __deepcopy__(self, memo):
         return _EagerFunctions()
 
     def __call__(self, layer, inputs, positions, kept_axes, combine):
-        if keras.backend.backend() == "jax":
+        backend = keras.backend.backend()
+        if backend == "jax":
             return self._jax(layer, inputs, positions, combine)
+        if backend == "torch":
+            return getattr(layer, combine)(inputs, self._torch_rows(layer, inputs, positions, kept_axes))
         return self._tensorflow(layer, inputs, positions, kept_axes, combine)
+
+    def _torch_rows(self, layer, inputs, positions, kept_axes):
+        """The rows of an eager PyTorch call. PyTorch runs the route op by op (compiling it with
+        `torch.compile` takes half a minute), so the rows of a contiguous range are computed
+        for the whole 64-position blocks that hold it and kept: the next decoding steps in
+        those blocks, or the same range again, slice them. Rows have the same bits however
+        they are asked for, so a slice is the call's own rows."""
+        if positions is None or positions.values is not None or not layer._rows_follow_positions():
+            return layer._rows_for(inputs, positions)
+        shape, axis = tuple(inputs.shape), layer._sequence_axis(len(inputs.shape))
+        start, length = positions.start, shape[axis]
+        rank = len(shape)
+        key = (
+            inputs.dtype,
+            str(inputs.device),
+            *((i, shape[i]) for i in sorted(a % rank for a in kept_axes)),
+        )
+        first, rows = self._blocks.get(key, (None, None))
+        if first is None or not first <= start <= start + length <= first + rows.shape[0]:
+            first = start - start % _rows.STEP
+            stop = -(-(start + length) // _rows.STEP) * _rows.STEP
+            block_shape = shape[:axis] + (stop - first,) + shape[axis + 1 :]
+            rows = layer._rows_for(
+                types.SimpleNamespace(shape=block_shape, dtype=inputs.dtype), Positions(start=first)
+            )
+            self._blocks = {**dict(list(self._blocks.items())[-3:]), key: (first, rows)}
+        return rows[start - first : start - first + length]
 
     def _jax(self, layer, inputs, positions, combine):
         import jax
@@ -177,6 +217,11 @@ class SinusoidLayerMixin:
         if _is_eager(inputs) and self._compiled_in_eager_calls():
             return self._eager_functions(self, inputs, positions, kept_axes, combine)
         return getattr(self, combine)(inputs, self._rows_for(inputs, positions))
+
+    def _rows_follow_positions(self):
+        """Whether a call's rows depend on its positions alone (not on their extent), so that
+        eager PyTorch calls may reuse rows computed for the blocks around them."""
+        return False
 
     def _compiled_in_eager_calls(self):
         """Whether eager calls run compiled (a layer whose constants follow each call's values

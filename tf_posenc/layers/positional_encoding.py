@@ -79,6 +79,12 @@ class PositionalEncodingMixin:
         where = _positions.resolve(inputs, len(inputs.shape) - 2, self._limit, start_index, positions)
         return self._run(inputs, where)
 
+    def _rows_follow_positions(self):
+        return True
+
+    def _sequence_axis(self, rank):
+        return rank - 2
+
     def _rows_for(self, inputs, positions):
         length = _positions.sequence_length(inputs, len(inputs.shape) - 2)
         return _rows.rows(positions, length, self._constants, self.compute_dtype)

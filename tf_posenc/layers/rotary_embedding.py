@@ -292,6 +292,12 @@ class RotaryEmbeddingMixin:
         middle = [axis for axis in range(1, rank) if axis not in (sequence_axis, feature_axis)]
         return [0, sequence_axis, *middle, feature_axis]
 
+    def _rows_follow_positions(self):
+        return not self._rope.extent
+
+    def _sequence_axis(self, rank):
+        return self._order(rank)[1]
+
     def _rows_for(self, inputs, positions):
         """The sines of every rotating pair, then their cosines, in float32 (float64 under a
         float64 policy), for the positions along the sequence axis."""
