@@ -75,7 +75,7 @@ def _graph_checks():
     return keras.backend.backend() == "tensorflow"
 
 
-def _value_checks():
+def values_at_hand():
     """Whether the values are at hand to check: PyTorch's eager tensors (not while `torch.compile`
     or an export traces them)."""
     if keras.backend.backend() != "torch":
@@ -110,7 +110,7 @@ def _checked(wide, conditions):
 def _in_range(name, values, limit, inclusive=False):
     """Integer or whole-number float `values` as int32, after the one range check: every value
     in [0, limit) (or [0, limit] where `inclusive`), checked by the graph where graphs check."""
-    if _value_checks():
+    if values_at_hand():
         return _in_range_now(name, values, limit, inclusive)
     if not _graph_checks():
         return ops.cast(values, "int32")
@@ -213,7 +213,7 @@ def _checked_start(start_index, inputs, sequence_axis, limit):
             raise ValueError(
                 f"`start_index` must be a scalar. Received: start_index with shape {start.shape}"
             )
-        if _value_checks():
+        if values_at_hand():
             start = int(ops.convert_to_numpy(_in_range_now("start_index", start, limit, inclusive=True)))
             limit.check_fits(start, sequence_length(inputs, sequence_axis))
             return start
@@ -314,7 +314,7 @@ def _known_value(tensor):
 
         return None if isinstance(tensor, jax.core.Tracer) else np.asarray(tensor)
     if backend == "torch":
-        return ops.convert_to_numpy(tensor) if _value_checks() else None
+        return ops.convert_to_numpy(tensor) if values_at_hand() else None
     return tf.get_static_value(tensor)
 
 

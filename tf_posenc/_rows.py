@@ -60,7 +60,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from tf_posenc import _validation
+from tf_posenc import _positions, _validation
 
 _LIMB_BITS = 12
 _LIMB = 2**_LIMB_BITS
@@ -126,10 +126,11 @@ class Constants:
     Built once per layer configuration (they depend on nothing else), read-only.
     """
 
-    __slots__ = ("limbs", "offsets", "width")
+    __slots__ = ("limbs", "offsets", "width", "eager_steps")
 
     def __init__(self, limbs, offsets):
         self.limbs, self.offsets, self.width = limbs, offsets, limbs.shape[1]
+        self.eager_steps = {}  # PyTorch's eager calls: the steps' pieces, by device
 
     def __deepcopy__(self, memo):
         return self  # read-only
@@ -327,9 +328,19 @@ class _StepPieces(NamedTuple):
     whole: object
 
 
-def _step_pieces(limbs):
+def _step_pieces(constants):
     """The `_StepPieces` of the 64 steps' sines, then of their cosines, stacked: `(8, 64, d)`.
-    Constants, which graphs fold (unless `limbs` is only known at run time)."""
+    Constants, which graphs fold; PyTorch's eager calls, which fold nothing, compute them once per
+    device and keep them with the constants."""
+    if _positions.values_at_hand():
+        device = str(ops.convert_to_tensor(0).device)
+        if device not in constants.eager_steps:
+            constants.eager_steps[device] = _steps_of(constants.limbs)
+        return constants.eager_steps[device]
+    return _steps_of(constants.limbs)
+
+
+def _steps_of(limbs):
     both = _sines_and_cosines(np.arange(STEP, dtype=np.int32), limbs)
     stacked = ops.stack([getattr(both, name) for name in _StepPieces._fields])
     return ops.concatenate(ops.split(stacked, 2, axis=-1), axis=0)
@@ -387,7 +398,7 @@ def _rows_at(positions, constants, dtype, scale=1.0):
     step = positions % STEP
     block = _sines_and_cosines(positions - step, constants.limbs, constants.offsets)
     # A gather per part: XLA runs one gather of all eight twice as slowly.
-    steps = [_gather(part, step) for part in ops.unstack(_step_pieces(constants.limbs))]
+    steps = [_gather(part, step) for part in ops.unstack(_step_pieces(constants))]
     return _combine(block, steps, dtype, scale)
 
 
@@ -404,7 +415,7 @@ def _contiguous_rows(start, length, constants, dtype, scale=1.0):
         return _rows_at(start + np.arange(length, dtype=np.int32), constants, dtype, scale)
     skip = start % STEP
     first_block = start - skip
-    steps = _step_pieces(constants.limbs)
+    steps = _step_pieces(constants)
     if not static_length:
         blocks = (skip + length + STEP - 1) // STEP
         # Rows inside one block (a decoding step) need only their own steps, so the grid shrinks
