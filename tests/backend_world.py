@@ -93,6 +93,7 @@ def backend_world(request, tmp_path_factory):
             EVERY_POSITION,
             TRAIN_AND_SAVE,
             COMPILED_TRAINING,
+            HELPERS,
             MASKS_AND_ERRORS,
             POSITIONS_IN_ATTENTION,
             BACKEND_ERRORS,
@@ -257,6 +258,48 @@ session = onnxruntime.InferenceSession("exported.onnx")
 onnx_outputs = session.run(None, {session.get_inputs()[0].name: data})[0]
 np.savez("onnx.npz", data=data, onnx=onnx_outputs, eager=eager_outputs)
 """
+
+
+# The public functions besides the layers, on this backend's tensors.
+HELPERS = """
+import tf_posenc
+segments = np.array([[1, 1, 2, 2, 2, 0], [3, 3, 3, 3, 0, 0]], "int32")
+mask = np.array([[0, 0, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]], bool)
+table = np.linspace(-1, 1, (1 + 16) * 4, dtype="float32").reshape(1, 17, 4)
+helpers = {
+    "positions_from_mask": tf_posenc.positions_from_mask(mask),
+    "positions_from_segment_ids": tf_posenc.positions_from_segment_ids(segments),
+    "segment_attention_mask": tf_posenc.segment_attention_mask(segments, causal=True),
+    "context_parallel_positions": tf_posenc.context_parallel_positions(16, 1, 4),
+    "context_parallel_order": tf_posenc.context_parallel_order(16, 4),
+    "mrope_positions": tf_posenc.mrope_positions([[0, 0, 1, 1, 1, 1, 0]], image_grid_thw=[[1, 4, 4]])[0],
+    "interpolate_position_embeddings": tf_posenc.interpolate_position_embeddings(table, (6, 5)),
+}
+np.savez("helpers.npz", **{key: keras.ops.convert_to_numpy(value) for key, value in helpers.items()})
+"""
+
+
+def test_helper_functions_give_the_tensorflow_results(backend_world):
+    import tf_posenc
+
+    saved = np.load(backend_world[0] / "helpers.npz")
+    segments = np.array([[1, 1, 2, 2, 2, 0], [3, 3, 3, 3, 0, 0]], "int32")
+    mask = np.array([[0, 0, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]], bool)
+    table = np.linspace(-1, 1, (1 + 16) * 4, dtype="float32").reshape(1, 17, 4)
+    expected = {
+        "positions_from_mask": tf_posenc.positions_from_mask(mask),
+        "positions_from_segment_ids": tf_posenc.positions_from_segment_ids(segments),
+        "segment_attention_mask": tf_posenc.segment_attention_mask(segments, causal=True),
+        "context_parallel_positions": tf_posenc.context_parallel_positions(16, 1, 4),
+        "context_parallel_order": tf_posenc.context_parallel_order(16, 4),
+        "mrope_positions": tf_posenc.mrope_positions([[0, 0, 1, 1, 1, 1, 0]], image_grid_thw=[[1, 4, 4]])[0],
+    }
+    assert set(saved) == {*expected, "interpolate_position_embeddings"}
+    for name, value in expected.items():
+        np.testing.assert_array_equal(saved[name], np.asarray(value), err_msg=name)
+    # The resize's weighted sums round in each backend's own order: float32 noise.
+    resized = tf_posenc.interpolate_position_embeddings(table, (6, 5)).numpy()
+    np.testing.assert_allclose(saved["interpolate_position_embeddings"], resized, rtol=1e-6, atol=1e-6)
 
 
 # What only one backend's world runs, after the layer cases.
