@@ -8,7 +8,7 @@ plus its tests.
 
 Names: the layer's positional arguments are keras-hub's (0.32, `RotaryEmbedding`), its
 keyword-only ones transformers' rope parameters, with the names and meaning each gives them.
-transformers calls `scaling_factor` `factor` and `max_wavelength` `rope_theta` (`HF_KEYS`).
+transformers calls `scaling_factor` `factor` and `max_wavelength` `rope_theta`.
 """
 
 import math
@@ -55,8 +55,6 @@ ARGUMENTS = {
     "mrope_section": Argument(None, _validation.optional(_validation.positive_ints)),
     "mrope_interleaved": Argument(False, _validation.boolean),
 }
-# transformers' keys for the arguments it names otherwise.
-HF_KEYS = {"scaling_factor": "factor", "max_wavelength": "rope_theta"}
 
 
 class RopeType(NamedTuple):
