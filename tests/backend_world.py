@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 from bounds import BOUND, FLOAT32_UNIT
 from helpers import run_python
-from layer_cases import BAD_CALLS, CASES, case_weights, make_layer, stored_weights
+from layer_cases import BAD_CALLS, CASES, case_weights, helper_results, make_layer, stored_weights
 from reference import reference_table
 
 from tf_posenc import layers
@@ -262,43 +262,20 @@ np.savez("onnx.npz", data=data, onnx=onnx_outputs, eager=eager_outputs)
 
 # The public functions besides the layers, on this backend's tensors.
 HELPERS = """
-import tf_posenc
-segments = np.array([[1, 1, 2, 2, 2, 0], [3, 3, 3, 3, 0, 0]], "int32")
-mask = np.array([[0, 0, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]], bool)
-table = np.linspace(-1, 1, (1 + 16) * 4, dtype="float32").reshape(1, 17, 4)
-helpers = {
-    "positions_from_mask": tf_posenc.positions_from_mask(mask),
-    "positions_from_segment_ids": tf_posenc.positions_from_segment_ids(segments),
-    "segment_attention_mask": tf_posenc.segment_attention_mask(segments, causal=True),
-    "context_parallel_positions": tf_posenc.context_parallel_positions(16, 1, 4),
-    "context_parallel_order": tf_posenc.context_parallel_order(16, 4),
-    "mrope_positions": tf_posenc.mrope_positions([[0, 0, 1, 1, 1, 1, 0]], image_grid_thw=[[1, 4, 4]])[0],
-    "interpolate_position_embeddings": tf_posenc.interpolate_position_embeddings(table, (6, 5)),
-}
+from layer_cases import helper_results
+helpers = helper_results()
 np.savez("helpers.npz", **{key: keras.ops.convert_to_numpy(value) for key, value in helpers.items()})
 """
 
 
 def test_helper_functions_give_the_tensorflow_results(backend_world):
-    import tf_posenc
-
     saved = np.load(backend_world[0] / "helpers.npz")
-    segments = np.array([[1, 1, 2, 2, 2, 0], [3, 3, 3, 3, 0, 0]], "int32")
-    mask = np.array([[0, 0, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]], bool)
-    table = np.linspace(-1, 1, (1 + 16) * 4, dtype="float32").reshape(1, 17, 4)
-    expected = {
-        "positions_from_mask": tf_posenc.positions_from_mask(mask),
-        "positions_from_segment_ids": tf_posenc.positions_from_segment_ids(segments),
-        "segment_attention_mask": tf_posenc.segment_attention_mask(segments, causal=True),
-        "context_parallel_positions": tf_posenc.context_parallel_positions(16, 1, 4),
-        "context_parallel_order": tf_posenc.context_parallel_order(16, 4),
-        "mrope_positions": tf_posenc.mrope_positions([[0, 0, 1, 1, 1, 1, 0]], image_grid_thw=[[1, 4, 4]])[0],
-    }
+    expected = helper_results()
+    resized = expected.pop("interpolate_position_embeddings").numpy()
     assert set(saved) == {*expected, "interpolate_position_embeddings"}
     for name, value in expected.items():
         np.testing.assert_array_equal(saved[name], np.asarray(value), err_msg=name)
     # The resize's weighted sums round in each backend's own order: float32 noise.
-    resized = tf_posenc.interpolate_position_embeddings(table, (6, 5)).numpy()
     np.testing.assert_allclose(saved["interpolate_position_embeddings"], resized, rtol=1e-6, atol=1e-6)
 
 

@@ -155,6 +155,24 @@ CASES = {
 }
 
 
+def helper_results():
+    """The public functions besides the layers, each on fixed arguments, on the current backend."""
+    import tf_posenc
+
+    segments = np.array([[1, 1, 2, 2, 2, 0], [3, 3, 3, 3, 0, 0]], "int32")
+    mask = np.array([[0, 0, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]], bool)
+    table = np.linspace(-1, 1, (1 + 16) * 4, dtype="float32").reshape(1, 17, 4)
+    return {
+        "positions_from_mask": tf_posenc.positions_from_mask(mask),
+        "positions_from_segment_ids": tf_posenc.positions_from_segment_ids(segments),
+        "segment_attention_mask": tf_posenc.segment_attention_mask(segments, causal=True),
+        "context_parallel_positions": tf_posenc.context_parallel_positions(16, 1, 4),
+        "context_parallel_order": tf_posenc.context_parallel_order(16, 4),
+        "mrope_positions": tf_posenc.mrope_positions([[0, 0, 1, 1, 1, 1, 0]], image_grid_thw=[[1, 4, 4]])[0],
+        "interpolate_position_embeddings": tf_posenc.interpolate_position_embeddings(table, (6, 5)),
+    }
+
+
 def make_layer(family, name, policy="float32", weights=None):
     """Case `name`'s layer from `family` (a module of tf_posenc's layer classes), built for the
     case's inputs, with `weights` (a list, as `set_weights` takes) when given."""
