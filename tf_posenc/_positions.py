@@ -89,15 +89,22 @@ def is_python_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def _raise_unless(known, conditions, error):
+    """Raises `error(message)` for the first `(holds, message)` of `conditions` that fails on the
+    NumPy array `known`."""
+    for holds, message in conditions:
+        if not np.all(holds(known)):
+            raise error(message)
+
+
 def _checked(wide, conditions):
     """`wide` after checking every `(holds, message)` of `conditions`: `holds(wide)` must be true
     everywhere. Eager values are known, so they are checked at once (with the error a graph
     gives); a graph gets one `Assert` per condition."""
     if tf.executing_eagerly():
-        known = wide.numpy()
-        for holds, message in conditions:
-            if not np.all(holds(known)):
-                raise tf.errors.InvalidArgumentError(None, None, message)
+        _raise_unless(
+            wide.numpy(), conditions, lambda message: tf.errors.InvalidArgumentError(None, None, message)
+        )
         return wide
     for holds, message in conditions:
         # String-only data keeps `tf.debugging.Assert` a single op: no `cond` around it, so
@@ -105,6 +112,25 @@ def _checked(wide, conditions):
         with tf.control_dependencies([tf.debugging.Assert(tf.reduce_all(holds(wide)), [message])]):
             wide = tf.identity(wide)
     return wide
+
+
+def _whole_numbers(name):
+    """The check of positions given as floats, on tensors and NumPy arrays alike."""
+    return [(lambda values: values // 1 == values, f"`{name}` given as floats must hold whole numbers.")]
+
+
+def _range_conditions(name, limit, inclusive, largest, unsigned):
+    """The range checks of integer values whose dtype holds at most `largest`, as `(holds,
+    message)` pairs that work on tensors and NumPy arrays alike. A check that no value of the
+    dtype can fail is left out."""
+    conditions = []
+    if inclusive and largest > limit.value:
+        conditions.append((lambda wide: wide <= limit.value, f"`{name}` must be at most {limit.value}."))
+    elif not inclusive and largest >= limit.value:
+        conditions.append((lambda wide: wide < limit.value, limit.below(name)))
+    if not unsigned:
+        conditions.append((lambda wide: wide >= 0, f"`{name}` must be non-negative."))
+    return conditions
 
 
 def _in_range(name, values, limit, inclusive=False):
@@ -116,18 +142,9 @@ def _in_range(name, values, limit, inclusive=False):
         return ops.cast(values, "int32")
     if values.dtype.is_floating:
         # In their own dtype: a graph holds no float64 operation.
-        whole = f"`{name}` given as floats must hold whole numbers."
-        values = _checked(values, [(lambda values: values // 1 == values, whole)])
-        values = tf.cast(values, tf.int64)
+        values = tf.cast(_checked(values, _whole_numbers(name)), tf.int64)
     wide = tf.cast(values, tf.uint64 if values.dtype.is_unsigned else tf.int64)
-    conditions = []
-    # A check that no value of the dtype can fail is left out of the graph.
-    if inclusive and values.dtype.max > limit.value:
-        conditions.append((lambda wide: wide <= limit.value, f"`{name}` must be at most {limit.value}."))
-    elif not inclusive and values.dtype.max >= limit.value:
-        conditions.append((lambda wide: wide < limit.value, limit.below(name)))
-    if not values.dtype.is_unsigned:
-        conditions.append((lambda wide: wide >= 0, f"`{name}` must be non-negative."))
+    conditions = _range_conditions(name, limit, inclusive, values.dtype.max, values.dtype.is_unsigned)
     return tf.cast(_checked(wide, conditions), tf.int32)
 
 
@@ -137,16 +154,13 @@ def _in_range_now(name, values, limit, inclusive=False):
     checks when it runs)."""
     known = ops.convert_to_numpy(values)
     if known.dtype.kind == "f":
-        if not np.all(known // 1 == known):
-            raise ValueError(f"`{name}` given as floats must hold whole numbers.")
+        _raise_unless(known, _whole_numbers(name), ValueError)
         known = known.astype(np.int64)
-    wide = known.astype(np.uint64 if known.dtype.kind == "u" else np.int64)
-    if inclusive and not np.all(wide <= limit.value):
-        raise ValueError(f"`{name}` must be at most {limit.value}.")
-    if not inclusive and not np.all(wide < limit.value):
-        raise ValueError(limit.below(name))
-    if not np.all(wide >= 0):
-        raise ValueError(f"`{name}` must be non-negative.")
+    unsigned = known.dtype.kind == "u"
+    wide = known.astype(np.uint64 if unsigned else np.int64)
+    _raise_unless(
+        wide, _range_conditions(name, limit, inclusive, np.iinfo(known.dtype).max, unsigned), ValueError
+    )
     return ops.cast(values, "int32")
 
 
