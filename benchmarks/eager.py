@@ -79,8 +79,8 @@ def best_ms(functions, steps, rounds=5):
     return best
 
 
-# shape, number of calls, and whether the calls decode consecutive positions (a decoding loop)
-# or start anywhere.
+# shape and number of calls; the calls decode consecutive positions (a decoding loop), repeat
+# one range from position 0 (a prompt of one length, or a training step), or start anywhere.
 CASES = {
     "PositionalEncoding, one decoding step (1, 1, 512)": ((1, 1, 512), 100),
     "RotaryEmbedding, one decoding step (1, 1, 8, 64)": ((1, 1, 8, 64), 100),
@@ -88,6 +88,8 @@ CASES = {
     "RotaryEmbedding, consecutive decoding steps (1, 1, 8, 64)": ((1, 1, 8, 64), 128),
     "PositionalEncoding, full sequence (8, 512, 512)": ((8, 512, 512), 10),
     "RotaryEmbedding, full sequence (1, 32, 4, 64)": ((1, 32, 4, 64), 50),
+    "PositionalEncoding, full sequence from position 0, repeated (8, 512, 512)": ((8, 512, 512), 10),
+    "RotaryEmbedding, full sequence from position 0, repeated (1, 32, 4, 64)": ((1, 32, 4, 64), 50),
 }
 
 
@@ -100,6 +102,8 @@ def main():
         if "consecutive" in case:
             first = steps[0] % (POSITION - count)
             steps = list(range(first, first + count))
+        if "from position 0" in case:
+            steps = [0] * count
         functions = {name: calls(name, x, steps) for name in ("tf_posenc", "keras_hub", "table")}
         result[case] = best_ms(functions, steps)
     print(json.dumps({"backend": keras.backend.backend(), "milliseconds": result}))

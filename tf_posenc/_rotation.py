@@ -60,6 +60,15 @@ def _sign_pattern(width, layout):
     return np.where(pair_first, -1.0, 1.0)
 
 
+def tables(rows, layout, rank):
+    """What `turn` multiplies rank-`rank` inputs by, from rows of per-pair sines then cosines:
+    per feature, its pair's cosine, and its pair's sine with the sign the rotation gives it,
+    with an axis for each axis of the inputs between the sequence and the features. Arranged on
+    the small table, so the inputs see one multiply-add."""
+    sine, cosine = ops.split(rows, 2, axis=-1)
+    return _broadcast(_spread(cosine, layout), rank), _broadcast(_spread(sine, layout, (-1, 1)), rank)
+
+
 def rotate(inputs, rows, layout, compute_dtype, order=None):
     """`inputs` with each feature pair turned by the angle whose sine and cosine `rows` hold,
     rounded once to `compute_dtype`.
@@ -68,28 +77,31 @@ def rotate(inputs, rows, layout, compute_dtype, order=None):
     `(batch, seq_len, 2 * pairs)`; features past `2 * pairs` pass through. `order`: the axes of
     `inputs` as (batch, sequence, ..., features), where they are not in that order already.
     """
-    # Per feature: its pair's cosine, and its pair's sine with the sign the rotation gives
-    # it; arranged on the small table, so the inputs see one multiply-add.
-    sine, cosine = ops.split(rows, 2, axis=-1)
-    return _turned(
-        inputs, _spread(cosine, layout), _spread(sine, layout, (-1, 1)), layout, compute_dtype, order
-    )
+    return turn(inputs, tables(rows, layout, len(inputs.shape)), layout, compute_dtype, order)
 
 
 def rotate_with(inputs, cosine, sine, layout, compute_dtype, order=None):
     """`inputs` turned by per-feature `cosine` and `sine` (as `per_feature` gives them, of the
     rotation dtype), rounded once to `compute_dtype`: the bits `rotate` gives for their rows."""
     signed_sine = sine * ops.cast(_sign_pattern(sine.shape[-1], layout), sine.dtype)  # exact
-    return _turned(inputs, cosine, signed_sine, layout, compute_dtype, order)
-
-
-def _turned(inputs, cosine, signed_sine, layout, compute_dtype, order):
     rank = len(inputs.shape)
-    order = order or list(range(rank))
+    tables = _broadcast(cosine, rank), _broadcast(signed_sine, rank)
+    return turn(inputs, tables, layout, compute_dtype, order)
+
+
+def _broadcast(table, rank):
     for _ in range(rank - 3):  # between the sequence and the features
         # expand_dims, not [..., None, :]: TensorFlow Lite has no builtin for that slice.
-        cosine, signed_sine = ops.expand_dims(cosine, -2), ops.expand_dims(signed_sine, -2)
-    x = ops.cast(ops.cast(inputs, compute_dtype), cosine.dtype)
+        table = ops.expand_dims(table, -2)
+    return table
+
+
+def turn(inputs, tables, layout, compute_dtype, order=None):
+    """`inputs` turned by `tables` (`tables` gives them), rounded once to `compute_dtype`."""
+    cosine, signed_sine = tables
+    rank = len(inputs.shape)
+    order = order or list(range(rank))
+    x = _rows.cast(_rows.cast(inputs, compute_dtype), cosine.dtype)
     if order != list(range(rank)):
         x = ops.transpose(x, order)
     width = cosine.shape[-1]
@@ -102,7 +114,7 @@ def _turned(inputs, cosine, signed_sine, layout, compute_dtype, order):
     else:
         paired = ops.reshape(x, (*ops.shape(x)[:-1], width // 2, 2))
         partner = ops.reshape(ops.flip(paired, axis=-1), ops.shape(x))
-    rotated = ops.cast(x * cosine + partner * signed_sine, compute_dtype)
+    rotated = _rows.cast(x * cosine + partner * signed_sine, compute_dtype)
     if passed is not None:
         rotated = ops.concatenate([rotated, passed], axis=-1)
     if order == list(range(rank)):

@@ -108,6 +108,12 @@ _SCALE_HEAD_BITS = _FLOAT32_BITS - (_HEAD_BITS + 1)
 _TWO_PI = 2 * Fraction("3.14159265358979323846264338327950288419716939937510582097494459")
 
 
+def cast(x, dtype):
+    """`x` in `dtype`. A cast to the dtype a tensor has is no operation in a graph, but a call
+    of its own on eager PyTorch, which runs every step, so it is left out."""
+    return x if keras.backend.standardize_dtype(x.dtype) == dtype else ops.cast(x, dtype)
+
+
 def row_error_bound(dtype="float32"):
     """The bound of |row entry - exact value| for rows in `dtype`: one unit of the dtype in
     [0.5, 1) (2**-24 for float32), of which the final rounding takes half and the route's own

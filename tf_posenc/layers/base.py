@@ -53,7 +53,7 @@ class _EagerFunctions:
     are computed once, not again for every example the add or rotation covers (as XLA's fusion
     of one program would do). On PyTorch, whose compiler takes half a minute to trace the route,
     the steps run op by op, and the rows of a contiguous range are kept per 64-position block
-    (`_torch_rows`). Inside a graph (an outer `tf.function`, XLA, a SavedModel or a converter,
+    (`_torch`). Inside a graph (an outer `tf.function`, XLA, a SavedModel or a converter,
     `torch.compile` or an export's trace) the layers run the steps as they are, so exported
     graphs hold the route's operations themselves.
 
@@ -74,35 +74,44 @@ class _EagerFunctions:
         if backend == "jax":
             return self._jax(layer, inputs, positions, combine)
         if backend == "torch":
-            return getattr(layer, combine)(inputs, self._torch_rows(layer, inputs, positions, kept_axes))
+            return self._torch(layer, inputs, positions, kept_axes, combine)
         return self._tensorflow(layer, inputs, positions, kept_axes, combine)
 
-    def _torch_rows(self, layer, inputs, positions, kept_axes):
-        """The rows of an eager PyTorch call. PyTorch runs the route op by op (compiling it with
+    def _torch(self, layer, inputs, positions, kept_axes, combine):
+        """An eager PyTorch call. PyTorch runs the route op by op (compiling it with
         `torch.compile` takes half a minute), so the rows of a contiguous range are computed
-        for the whole 64-position blocks that hold it and kept: the next decoding steps in
+        for the whole 64-position blocks that hold it and kept, as what the combination takes
+        (`_tables`: a rotation's spread cosines and signed sines): the next decoding steps in
         those blocks, or the same range again, slice them. Rows have the same bits however
         they are asked for, so a slice is the call's own rows."""
         if positions is None or positions.values is not None or not layer._rows_follow_positions():
-            return layer._rows_for(inputs, positions)
+            return getattr(layer, combine)(inputs, layer._rows_for(inputs, positions))
         shape, axis = tuple(inputs.shape), layer._sequence_axis(len(inputs.shape))
         start, length = positions.start, shape[axis]
         rank = len(shape)
         key = (
+            combine,
             inputs.dtype,
             str(inputs.device),
+            rank,
             *((i, shape[i]) for i in sorted(a % rank for a in kept_axes)),
         )
-        first, rows = self._blocks.get(key, (None, None))
-        if first is None or not first <= start <= start + length <= first + rows.shape[0]:
+        first, tables = self._blocks.get(key, (None, None))
+        stored = tables[0] if isinstance(tables, tuple) else tables
+        if first is None or not first <= start <= start + length <= first + stored.shape[0]:
             first = start - start % _rows.STEP
             stop = -(-(start + length) // _rows.STEP) * _rows.STEP
             block_shape = shape[:axis] + (stop - first,) + shape[axis + 1 :]
             rows = layer._rows_for(
                 types.SimpleNamespace(shape=block_shape, dtype=inputs.dtype), Positions(start=first)
             )
-            self._blocks = {**dict(list(self._blocks.items())[-3:]), key: (first, rows)}
-        return rows[start - first : start - first + length]
+            tables = layer._tables(rows, rank) if combine == "_combine" else rows
+            self._blocks = {**dict(list(self._blocks.items())[-3:]), key: (first, tables)}
+        begin, end = start - first, start - first + length
+        part = tuple(table[begin:end] for table in tables) if isinstance(tables, tuple) else tables[begin:end]
+        if combine == "_combine":
+            return layer._combine_tables(inputs, part)
+        return getattr(layer, combine)(inputs, part)
 
     def _jax(self, layer, inputs, positions, combine):
         import jax
@@ -229,7 +238,15 @@ class SinusoidLayerMixin:
         return True
 
     def _combine(self, inputs, rows):
-        return keras.ops.cast(inputs, self.compute_dtype) + rows
+        return _rows.cast(inputs, self.compute_dtype) + rows
+
+    def _tables(self, rows, rank):
+        """What `_combine_tables` combines with rank-`rank` inputs, from their rows: what eager
+        PyTorch calls keep per block (the rows themselves, unless a layer arranges them)."""
+        return rows
+
+    def _combine_tables(self, inputs, tables):
+        return self._combine(inputs, tables)
 
 
 class SinusoidLayer(SinusoidLayerMixin, keras.layers.Layer):

@@ -93,7 +93,7 @@ class PositionalEncodingMixin:
         if len(rows.shape) == 3:  # per-example positions: (batch, seq_len, d_model)
             for _ in range(len(inputs.shape) - 3):
                 rows = rows[:, None]
-        return keras.ops.cast(inputs, self.compute_dtype) + rows
+        return _rows.cast(inputs, self.compute_dtype) + rows
 
     def get_config(self):
         return {

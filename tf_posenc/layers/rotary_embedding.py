@@ -339,7 +339,13 @@ class RotaryEmbeddingMixin:
         return ops.take(rows, np.concatenate([back, back + len(frequencies)]).tolist(), axis=-1)
 
     def _combine(self, inputs, rows):
-        return _rotation.rotate(inputs, rows, self.layout, self.compute_dtype, self._order(len(inputs.shape)))
+        return self._combine_tables(inputs, self._tables(rows, len(inputs.shape)))
+
+    def _tables(self, rows, rank):
+        return _rotation.tables(rows, self.layout, rank)
+
+    def _combine_tables(self, inputs, tables):
+        return _rotation.turn(inputs, tables, self.layout, self.compute_dtype, self._order(len(inputs.shape)))
 
     def _axes(self, shape):
         """The sequence and feature axes as non-negative numbers, after checking them."""
