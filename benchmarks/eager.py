@@ -43,12 +43,12 @@ def table_rotation(x, start, cos, sin):
     return ops.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
 
 
-def calls(name, x, steps):
-    """The call of implementation `name` for inputs `x` at each start of `steps`."""
+def calls(name, x, position):
+    """The call of implementation `name` for inputs `x` at a start below `position`."""
     if x.ndim == 3:
         d_model = x.shape[-1]
         if name == "tf_posenc":
-            layer = tf_posenc.PositionalEncoding(POSITION, d_model)
+            layer = tf_posenc.PositionalEncoding(position, d_model)
             return lambda t: layer(x, start_index=t)
         if name == "keras_hub":
             layer = keras_hub.layers.SinePositionEncoding()
@@ -65,11 +65,12 @@ def calls(name, x, steps):
     return lambda t: table_rotation(x, t, cos, sin)
 
 
-def best_ms(functions, steps, rounds=5):
+def best_ms(functions, rounds):
+    """The best milliseconds per call of each function over `rounds`, each a list of starts."""
     for function in functions.values():
-        ops.convert_to_numpy(function(steps[0]))
+        ops.convert_to_numpy(function(rounds[0][0]))
     best = dict.fromkeys(functions, float("inf"))
-    for _ in range(rounds):
+    for steps in rounds:
         for name, function in functions.items():
             started = time.perf_counter()
             for t in steps:
@@ -80,7 +81,9 @@ def best_ms(functions, steps, rounds=5):
 
 
 # shape and number of calls; the calls decode consecutive positions (a decoding loop), repeat
-# one range from position 0 (a prompt of one length, or a training step), or start anywhere.
+# one range from position 0 (a prompt of one length, or a training step), start anywhere below
+# 2048 (ranges that come back), or start at new blocks each time, anywhere below 2**20 and with
+# new starts in every round (no table: it would hold 2**20 rows).
 CASES = {
     "PositionalEncoding, one decoding step (1, 1, 512)": ((1, 1, 512), 100),
     "RotaryEmbedding, one decoding step (1, 1, 8, 64)": ((1, 1, 8, 64), 100),
@@ -90,7 +93,13 @@ CASES = {
     "RotaryEmbedding, full sequence (1, 32, 4, 64)": ((1, 32, 4, 64), 50),
     "PositionalEncoding, full sequence from position 0, repeated (8, 512, 512)": ((8, 512, 512), 10),
     "RotaryEmbedding, full sequence from position 0, repeated (1, 32, 4, 64)": ((1, 32, 4, 64), 50),
+    "PositionalEncoding, one decoding step at a new block (1, 1, 512)": ((1, 1, 512), 100),
+    "RotaryEmbedding, one decoding step at a new block (1, 1, 8, 64)": ((1, 1, 8, 64), 100),
+    "PositionalEncoding, full sequence at new blocks (8, 512, 512)": ((8, 512, 512), 10),
+    "RotaryEmbedding, full sequence at new blocks (1, 32, 4, 64)": ((1, 32, 4, 64), 50),
 }
+FAR = 2**20
+ROUNDS = 5
 
 
 def main():
@@ -98,14 +107,19 @@ def main():
     result = {}
     for case, (shape, count) in CASES.items():
         x = ops.convert_to_tensor(rng.normal(size=shape).astype("float32"))
+        position = FAR if "new block" in case else POSITION
         steps = [int(t) for t in rng.integers(0, POSITION - shape[1], size=count)]
         if "consecutive" in case:
             first = steps[0] % (POSITION - count)
             steps = list(range(first, first + count))
         if "from position 0" in case:
             steps = [0] * count
-        functions = {name: calls(name, x, steps) for name in ("tf_posenc", "keras_hub", "table")}
-        result[case] = best_ms(functions, steps)
+        rounds = [steps] * ROUNDS
+        if "new block" in case:
+            rounds = [[int(t) for t in rng.integers(0, FAR - shape[1], size=count)] for _ in range(ROUNDS)]
+        names = ("tf_posenc", "keras_hub") if "new block" in case else ("tf_posenc", "keras_hub", "table")
+        functions = {name: calls(name, x, position) for name in names}
+        result[case] = best_ms(functions, rounds)
     print(json.dumps({"backend": keras.backend.backend(), "milliseconds": result}))
 
 

@@ -71,7 +71,10 @@ encoding, rotary = layers.PositionalEncoding(4096, 32), layers.RotaryEmbedding()
 for start in range(0, 4000, 97):
     encoding(np.zeros((1, 1, 32), "float32"), start_index=start)
     rotary(np.zeros((1, 1, 2, 8), "float32"), start_index=start)
-world = {"dtypes": dtypes, "traces": [encoding._eager_functions.traces, rotary._eager_functions.traces]}
+world = {
+    "dtypes": dtypes,
+    "traces": [encoding._eager_functions.traces, rotary._eager_functions.traces],
+}
 """
 
 
@@ -280,7 +283,31 @@ def test_helper_functions_give_the_tensorflow_results(backend_world):
 
 
 # What only one backend's world runs, after the layer cases.
-EXTRAS = {"jax": (), "torch": (ONNX_EXPORT,)}
+SCATTERED_CALLS = """
+# Calls at scattered starts and lengths (ranges that come back, ranges over kept and new
+# blocks, more blocks than a layer keeps) give the bits of a fresh layer's call.
+scattered = [(5, 1), (70, 40), (5, 1), (60, 7), (1000, 65), (130, 64), (3000, 40), (61, 1), (64, 1)]
+scattered += [(start, 1 + start % 65) for start in range(0, 4000, 150)] + [(3, 64), (3000, 40)]
+kept, scattered_outputs = {}, {}
+for name, make, width in (
+    ("encoding", lambda: layers.PositionalEncoding(4096, 2048), (2048,)),
+    ("rotary", layers.RotaryEmbedding, (1, 2048)),
+    ("rotary-rows", layers.RotaryEmbedding, (1, 2048)),
+):
+    layer, x = make(), np.random.default_rng(4).normal(size=(1, 65, *width)).astype("float32")
+    for start, length in scattered:
+        for which, called in (("kept", layer), ("fresh", make())):
+            if name == "rotary-rows":
+                got = np.stack([to_numpy(t) for t in called.rows(x[:, :length], start_index=start)])
+            else:
+                got = to_numpy(called(x[:, :length], start_index=start))
+            scattered_outputs[f"{name}-{start}-{length}-{which}"] = got
+    kept[name] = [len(blocks) for blocks in layer._eager_functions._blocks.values()]
+np.savez("scattered.npz", **scattered_outputs)
+world["kept"] = kept
+"""
+
+EXTRAS = {"jax": (), "torch": (ONNX_EXPORT, SCATTERED_CALLS)}
 
 
 MASKS_AND_ERRORS = """

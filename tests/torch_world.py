@@ -20,3 +20,16 @@ def test_onnx_export_serves_the_tensorflow_numbers(backend_world):
     )
     np.testing.assert_array_equal(saved["onnx"], saved["eager"])
     np.testing.assert_array_equal(saved["onnx"], expected.numpy())
+
+
+def test_calls_at_scattered_starts_give_a_fresh_layers_bits(backend_world):
+    folder, _, world, _, _ = backend_world
+    outputs = np.load(folder / "scattered.npz")
+    kept = [key for key in outputs.files if key.endswith("-kept")]
+    assert len(kept) == 3 * 36  # three kinds of call at 36 (start, length) pairs
+    for key in kept:
+        fresh = key[: -len("kept")] + "fresh"
+        np.testing.assert_array_equal(outputs[key], outputs[fresh], err_msg=key)
+    # At most 4 MiB of blocks per input structure: 8 blocks of a 2048-wide encoding's rows,
+    # 4 of a 2048-wide rotation's spread cosines and sines, 8 of its rows; every one full.
+    assert world["kept"] == {"encoding": [8], "rotary": [4], "rotary-rows": [8]}

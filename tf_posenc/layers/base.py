@@ -1,5 +1,6 @@
 """Internal: the base of every tf_posenc layer, in either Keras family."""
 
+import collections
 import types
 
 import keras
@@ -39,6 +40,24 @@ def _is_eager(inputs):
     return tf.executing_eagerly()
 
 
+# Eager PyTorch keeps at most this many bytes of rows per layer and input structure (its
+# last four structures): 32 blocks of a 512-wide encoding, 64 of a 128-wide head's tables.
+_KEPT_BYTES = 4 * 2**20
+
+
+def _sliced(tables, begin, end, copy=False):
+    """Positions `begin:end` of rows or tables (a tuple of them), along their first axis; with
+    `copy`, in memory of their own (a view would keep the whole tensor it slices)."""
+    if isinstance(tables, tuple):
+        return tuple(_sliced(table, begin, end, copy) for table in tables)
+    return tables[begin:end].clone() if copy else tables[begin:end]
+
+
+def _bytes(tables):
+    tables = tables if isinstance(tables, tuple) else (tables,)
+    return sum(table.numel() * table.element_size() for table in tables)
+
+
 class _EagerFunctions:
     """A layer's rows and their combination with the inputs, compiled for eager calls.
 
@@ -63,7 +82,8 @@ class _EagerFunctions:
 
     def __init__(self):
         self._functions = {}
-        self._blocks = {}  # PyTorch: the last rows computed, by input structure: (first position, rows)
+        self._blocks = {}  # PyTorch: by input structure, the kept blocks of rows (`_torch`)
+        self._joined = {}  # PyTorch: the blocks the last call joined, and their concatenation
         self.traces = 0  # how often the steps were traced: a test counts them
 
     def __deepcopy__(self, memo):
@@ -79,15 +99,20 @@ class _EagerFunctions:
 
     def _torch(self, layer, inputs, positions, kept_axes, combine):
         """An eager PyTorch call. PyTorch runs the route op by op (compiling it with
-        `torch.compile` takes half a minute), so the rows of a contiguous range are computed
-        for the whole 64-position blocks that hold it and kept, as what the combination takes
-        (`_tables`: a rotation's spread cosines and signed sines): the next decoding steps in
-        those blocks, or the same range again, slice them. Rows have the same bits however
-        they are asked for, so a slice is the call's own rows."""
+        `torch.compile` takes half a minute on a CPU), so a contiguous range's rows are computed
+        for the whole 64-position blocks that hold it and kept per block, as what the
+        combination takes (`_tables`: a rotation's spread cosines and signed sines), the
+        blocks used last first, up to `_KEPT_BYTES` per input structure: the next decoding
+        steps in a block, a range called again, or ranges that come back (several sequences
+        decoded in turn, random offsets in training) slice them, and a call computes only
+        the blocks it does not find, in one run. Rows have the same bits however they are
+        asked for, so the kept blocks are the call's own rows."""
         if positions is None or positions.values is not None or not layer._rows_follow_positions():
             return getattr(layer, combine)(inputs, layer._rows_for(inputs, positions))
         shape, axis = tuple(inputs.shape), layer._sequence_axis(len(inputs.shape))
-        start, length = positions.start, shape[axis]
+        start, length = int(positions.start), shape[axis]
+        if not length:
+            return getattr(layer, combine)(inputs, layer._rows_for(inputs, positions))
         rank = len(shape)
         key = (
             combine,
@@ -96,19 +121,37 @@ class _EagerFunctions:
             rank,
             *((i, shape[i]) for i in sorted(a % rank for a in kept_axes)),
         )
-        first, tables = self._blocks.get(key, (None, None))
-        stored = tables[0] if isinstance(tables, tuple) else tables
-        if first is None or not first <= start <= start + length <= first + stored.shape[0]:
-            first = start - start % _rows.STEP
-            stop = -(-(start + length) // _rows.STEP) * _rows.STEP
-            block_shape = shape[:axis] + (stop - first,) + shape[axis + 1 :]
+        blocks = self._blocks.pop(key, None) or collections.OrderedDict()  # block number -> tables
+        self._blocks = {**dict(list(self._blocks.items())[-3:]), key: blocks}
+        first, last = start // _rows.STEP, (start + length - 1) // _rows.STEP
+        missing = [block for block in range(first, last + 1) if block not in blocks]
+        if missing:
+            low, high = missing[0], missing[-1] + 1
+            run_shape = shape[:axis] + ((high - low) * _rows.STEP,) + shape[axis + 1 :]
             rows = layer._rows_for(
-                types.SimpleNamespace(shape=block_shape, dtype=inputs.dtype), Positions(start=first)
+                types.SimpleNamespace(shape=run_shape, dtype=inputs.dtype), Positions(start=low * _rows.STEP)
             )
             tables = layer._tables(rows, rank) if combine == "_combine" else rows
-            self._blocks = {**dict(list(self._blocks.items())[-3:]), key: (first, tables)}
-        begin, end = start - first, start - first + length
-        part = tuple(table[begin:end] for table in tables) if isinstance(tables, tuple) else tables[begin:end]
+            for block in range(low, high):
+                offset = (block - low) * _rows.STEP
+                blocks[block] = _sliced(tables, offset, offset + _rows.STEP, copy=True)
+        for block in range(first, last + 1):
+            blocks.move_to_end(block)
+        kept = max(last + 1 - first, _KEPT_BYTES // _bytes(blocks[first]))
+        while len(blocks) > kept:
+            blocks.popitem(last=False)  # the block used longest ago
+        parts = [blocks[block] for block in range(first, last + 1)]
+        joined_parts, joined = self._joined.get(key, ((), None))
+        if list(map(id, joined_parts)) != list(map(id, parts)):  # not the blocks the last call joined
+            if len(parts) == 1:
+                joined = parts[0]
+            elif isinstance(parts[0], tuple):
+                joined = tuple(keras.ops.concatenate(tables, axis=0) for tables in zip(*parts, strict=True))
+            else:
+                joined = keras.ops.concatenate(parts, axis=0)
+            self._joined = {key: (parts, joined)}
+        begin = start - first * _rows.STEP
+        part = _sliced(joined, begin, begin + length)
         if combine == "_combine":
             return layer._combine_tables(inputs, part)
         return getattr(layer, combine)(inputs, part)
