@@ -60,7 +60,7 @@ def _sign_pattern(width, layout):
     return np.where(pair_first, -1.0, 1.0)
 
 
-def tables(rows, layout, rank):
+def rotation_tables(rows, layout, rank):
     """What `turn` multiplies rank-`rank` inputs by, from rows of per-pair sines then cosines:
     per feature, its pair's cosine, and its pair's sine with the sign the rotation gives it,
     with an axis for each axis of the inputs between the sequence and the features. Arranged on
@@ -77,7 +77,7 @@ def rotate(inputs, rows, layout, compute_dtype, order=None):
     `(batch, seq_len, 2 * pairs)`; features past `2 * pairs` pass through. `order`: the axes of
     `inputs` as (batch, sequence, ..., features), where they are not in that order already.
     """
-    return turn(inputs, tables(rows, layout, len(inputs.shape)), layout, compute_dtype, order)
+    return turn(inputs, rotation_tables(rows, layout, len(inputs.shape)), layout, compute_dtype, order)
 
 
 def rotate_with(inputs, cosine, sine, layout, compute_dtype, order=None):
@@ -85,8 +85,9 @@ def rotate_with(inputs, cosine, sine, layout, compute_dtype, order=None):
     rotation dtype), rounded once to `compute_dtype`: the bits `rotate` gives for their rows."""
     signed_sine = sine * ops.cast(_sign_pattern(sine.shape[-1], layout), sine.dtype)  # exact
     rank = len(inputs.shape)
-    tables = _broadcast(cosine, rank), _broadcast(signed_sine, rank)
-    return turn(inputs, tables, layout, compute_dtype, order)
+    return turn(
+        inputs, (_broadcast(cosine, rank), _broadcast(signed_sine, rank)), layout, compute_dtype, order
+    )
 
 
 def _broadcast(table, rank):
@@ -97,7 +98,8 @@ def _broadcast(table, rank):
 
 
 def turn(inputs, tables, layout, compute_dtype, order=None):
-    """`inputs` turned by `tables` (`tables` gives them), rounded once to `compute_dtype`."""
+    """`inputs` turned by the `(cosine, signed sine)` tables `rotation_tables` gives, rounded
+    once to `compute_dtype`."""
     cosine, signed_sine = tables
     rank = len(inputs.shape)
     order = order or list(range(rank))

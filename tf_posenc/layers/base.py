@@ -46,14 +46,15 @@ _KEPT_BYTES = 4 * 2**20
 
 
 def _sliced(tables, begin, end, copy=False):
-    """Positions `begin:end` of rows or tables (a tuple of them), along their first axis; with
-    `copy`, in memory of their own (a view would keep the whole tensor it slices)."""
+    """Positions `begin:end` of PyTorch rows or tables (a tuple of them), along their first
+    axis; with `copy`, in memory of their own (a view would keep the whole tensor it slices)."""
     if isinstance(tables, tuple):
         return tuple(_sliced(table, begin, end, copy) for table in tables)
     return tables[begin:end].clone() if copy else tables[begin:end]
 
 
 def _bytes(tables):
+    """The bytes PyTorch rows or tables (a tuple of them) take."""
     tables = tables if isinstance(tables, tuple) else (tables,)
     return sum(table.numel() * table.element_size() for table in tables)
 

@@ -342,7 +342,7 @@ class RotaryEmbeddingMixin:
         return self._combine_tables(inputs, self._tables(rows, len(inputs.shape)))
 
     def _tables(self, rows, rank):
-        return _rotation.tables(rows, self.layout, rank)
+        return _rotation.rotation_tables(rows, self.layout, rank)
 
     def _combine_tables(self, inputs, tables):
         return _rotation.turn(inputs, tables, self.layout, self.compute_dtype, self._order(len(inputs.shape)))
