@@ -6,7 +6,7 @@ import types
 import keras
 import tensorflow as tf
 
-from tf_posenc import _rows, _validation
+from tf_posenc import _positions, _rows, _validation
 from tf_posenc._positions import Positions
 
 
@@ -34,9 +34,7 @@ def _is_eager(inputs):
 
         return not isinstance(inputs, jax.core.Tracer)
     if backend == "torch":
-        import torch
-
-        return not (torch.compiler.is_compiling() or torch.jit.is_tracing())  # an export traces
+        return _positions.values_at_hand()  # not under `torch.compile` or an export's trace
     return tf.executing_eagerly()
 
 
