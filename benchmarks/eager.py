@@ -83,7 +83,7 @@ def best_ms(functions, rounds):
 # shape and number of calls; the calls decode consecutive positions (a decoding loop), repeat
 # one range from position 0 (a prompt of one length, or a training step), start anywhere below
 # 2048 (ranges that come back), or start at new blocks each time, anywhere below 2**20 and with
-# new starts in every round (no table: it would hold 2**20 rows).
+# new starts in every round (no table: it would hold 2**20 rows); last, calls at new lengths.
 CASES = {
     "PositionalEncoding, one decoding step (1, 1, 512)": ((1, 1, 512), 100),
     "RotaryEmbedding, one decoding step (1, 1, 8, 64)": ((1, 1, 8, 64), 100),
@@ -100,6 +100,25 @@ CASES = {
 }
 FAR = 2**20
 ROUNDS = 5
+NEW_LENGTHS_CASE = "PositionalEncoding (1, n, 256), every call at a length no call has used (40 below 4096)"
+
+
+def new_lengths_ms(rng):
+    """Milliseconds per call over 40 calls, each at a length no call (of either) has used: what a
+    notebook or a loop over variable lengths pays where a backend compiles per shape (JAX)."""
+    lengths = [int(n) for n in rng.choice(np.arange(1, 4096), size=80, replace=False)]
+    hub = keras_hub.layers.SinePositionEncoding()
+    functions = {
+        "tf_posenc": tf_posenc.PositionalEncoding(4096, 256),
+        "keras_hub": lambda x: x + hub(x),
+    }
+    result = {}
+    for offset, (name, function) in enumerate(functions.items()):
+        started = time.perf_counter()
+        for length in lengths[offset::2]:
+            ops.convert_to_numpy(function(ops.zeros((1, length, 256))))
+        result[name] = (time.perf_counter() - started) / 40 * 1e3
+    return result
 
 
 def main():
@@ -120,6 +139,7 @@ def main():
         names = ("tf_posenc", "keras_hub") if "new block" in case else ("tf_posenc", "keras_hub", "table")
         functions = {name: calls(name, x, position) for name in names}
         result[case] = best_ms(functions, rounds)
+    result[NEW_LENGTHS_CASE] = new_lengths_ms(rng)
     print(json.dumps({"backend": keras.backend.backend(), "milliseconds": result}))
 
 

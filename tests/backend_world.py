@@ -73,7 +73,7 @@ for start in range(0, 4000, 97):
     rotary(np.zeros((1, 1, 2, 8), "float32"), start_index=start)
 world = {
     "dtypes": dtypes,
-    "traces": [encoding._eager_functions.traces, rotary._eager_functions.traces],
+    "traces": [encoding._eager_paths.traces, rotary._eager_paths.traces],
 }
 """
 
@@ -92,6 +92,7 @@ def backend_world(request, tmp_path_factory):
             f"BACKEND = {backend!r}",
             PRELUDES[backend],
             RUN_CASES,
+            CHANGED_BETWEEN_CALLS,
             *EXTRAS[backend],
             EVERY_POSITION,
             TRAIN_AND_SAVE,
@@ -130,11 +131,48 @@ def test_layers_give_the_tensorflow_bits(backend_world, name, policy):
             assert np.abs(got - expected).max() <= 2 * unit * np.abs(inputs).max(), where
 
 
+def test_a_changed_dtype_policy_gets_a_fresh_layers_bits_and_dtype(backend_world):
+    changed = backend_world[2]["changed_policy"]
+    assert len(changed) == 3 * 4
+    for name, (got, fresh, same_bits) in changed.items():
+        assert got == fresh and same_bits, name
+    # The rotation's own rows stay float32 under mixed precision; a call's output follows.
+    assert changed["encoding-1-bfloat16"][0] == "bfloat16"
+    assert changed["rotary-2-mixed_float16"][0] == "float16"
+    assert changed["rotary-rows-2-mixed_float16"][0] == "float32"
+
+
+def test_calls_at_new_lengths_have_the_tensorflow_bits_and_compile_per_power_of_two(backend_world):
+    folder, _, world, _, backend = backend_world
+    saved = np.load(folder / "new_lengths.npz")
+    x = np.random.default_rng(5).normal(size=(2, 1100, 4, 32)).astype("float32")
+    encoding, rotary = layers.PositionalEncoding(4096, 32), layers.RotaryEmbedding()
+    calls = {
+        "encoding-values": lambda t: encoding(t, positions=np.arange(t.shape[1]) * 3),
+        "encoding": lambda t: encoding(t, start_index=7),
+        "rotary": lambda t: rotary(t, start_index=7),
+    }
+    for key in saved.files:
+        kind, length = key.rsplit("-", 1)
+        inputs = x[:1, : int(length)] if kind == "rotary" else x[:1, : int(length), 0]
+        # A static shape, whose rows Grappler folds to constants: the route's own bits.
+        expected = tf.function(calls[kind])(tf.constant(inputs)).numpy()
+        if key.startswith("rotary") and backend == "jax":  # compiled: a multiply-add may be fused
+            assert np.abs(saved[key] - expected).max() <= 2 * FLOAT32_UNIT * np.abs(x).max(), key
+        else:
+            np.testing.assert_array_equal(saved[key], expected, err_msg=key)
+    # JAX compiles the route once per power of two of at least a block (64, 128, 256, 512, 2048
+    # here), per structure (the encoding's start, and its positions); PyTorch runs it per window.
+    if backend == "jax":
+        assert world["new_length_traces"] == [10, 5]
+
+
 def test_eager_calls_trace_once_and_steps_have_the_full_pass_bits(backend_world):
     _, _, world, outputs, backend = backend_world
-    # JAX compiles an eager call's body once for every offset; PyTorch runs it op by op (its
-    # rows computed once per 64-position block and sliced for each step in it).
-    assert world["traces"] == ([1, 1] if backend == "jax" else [0, 0])
+    # JAX compiles an eager call's body once for every offset; PyTorch runs it op by op, its
+    # rows computed once per 64-position block the calls reach and sliced for each step in it.
+    blocks = len({start // 64 for start in range(0, 4000, 97)})
+    assert world["traces"] == ([1, 1] if backend == "jax" else [blocks, blocks])
     for layer, shape in (
         (layers.PositionalEncoding(4096, 32), (1, 130, 32)),
         (layers.RotaryEmbedding(), (1, 130, 2, 8)),
@@ -282,8 +320,69 @@ def test_helper_functions_give_the_tensorflow_results(backend_world):
     np.testing.assert_allclose(saved["interpolate_position_embeddings"], resized, rtol=1e-6, atol=1e-6)
 
 
+# What a user changes between eager calls: the dtype policy, and (JAX) lengths no call has used.
+CHANGED_BETWEEN_CALLS = """
+changed = {}
+x = np.random.default_rng(5).normal(size=(2, 1100, 4, 32)).astype("float32")
+calls = {
+    "encoding": (
+        lambda policy: layers.PositionalEncoding(4096, 32, dtype=policy),
+        lambda layer: layer(x[:, :, 0], start_index=9),
+    ),
+    "rotary": (lambda policy: layers.RotaryEmbedding(dtype=policy), lambda layer: layer(x, start_index=9)),
+    "rotary-rows": (
+        lambda policy: layers.RotaryEmbedding(dtype=policy),
+        lambda layer: layer.rows(x, start_index=9)[1],
+    ),
+}
+for name, (make, call) in calls.items():
+    layer = make("float32")
+    for step, policy in enumerate(("float32", "bfloat16", "mixed_float16", "float32")):
+        layer.dtype_policy = policy
+        got, fresh = call(layer), call(make(policy))
+        changed[f"{name}-{step}-{policy}"] = [
+            keras.backend.standardize_dtype(got.dtype),
+            keras.backend.standardize_dtype(fresh.dtype),
+            bool(np.array_equal(to_numpy(got), to_numpy(fresh))),
+        ]
+world["changed_policy"] = changed
+# Lengths no call has used, each once: their rows are the TensorFlow backend's.
+lengths = [1, 64, 65, 129, 300, 1025]
+encoding, rotary = layers.PositionalEncoding(4096, 32), layers.RotaryEmbedding()
+new_lengths = {}
+for length in lengths:
+    new_lengths[f"encoding-{length}"] = to_numpy(encoding(x[:1, :length, 0], start_index=7))
+    new_lengths[f"rotary-{length}"] = to_numpy(rotary(x[:1, :length], start_index=7))
+    spread = np.arange(length) * 3
+    new_lengths[f"encoding-values-{length}"] = to_numpy(encoding(x[:1, :length, 0], positions=spread))
+np.savez("new_lengths.npz", **new_lengths)
+world["new_length_traces"] = [encoding._eager_paths.traces, rotary._eager_paths.traces]
+"""
+
+
 # What only one backend's world runs, after the layer cases.
 SCATTERED_CALLS = """
+import gc, torch
+from helpers import in_threads
+from tf_posenc import _eager
+
+
+def kept_storage_bytes(layer):
+    # The bytes of every torch tensor's storage that a layer's eager paths reach.
+    seen, storages, todo = set(), {}, [layer._eager_paths]
+    while todo:
+        item = todo.pop()
+        if id(item) in seen or isinstance(item, (type, str, bytes)):
+            continue
+        seen.add(id(item))
+        if isinstance(item, torch.Tensor):
+            storage = item.untyped_storage()
+            storages[storage.data_ptr()] = storage.nbytes()
+        else:
+            todo.extend(gc.get_referents(item))
+    return sum(storages.values())
+
+
 # Calls at scattered starts and lengths (ranges that come back, ranges over kept and new
 # blocks, more blocks than a layer keeps) give the bits of a fresh layer's call.
 scattered = [(5, 1), (70, 40), (5, 1), (60, 7), (1000, 65), (130, 64), (3000, 40), (61, 1), (64, 1)]
@@ -302,9 +401,60 @@ for name, make, width in (
             else:
                 got = to_numpy(called(x[:, :length], start_index=start))
             scattered_outputs[f"{name}-{start}-{length}-{which}"] = got
-    kept[name] = [len(blocks) for blocks in layer._eager_functions._blocks.values()]
+    kept[name] = [layer._eager_paths.kept_windows, layer._eager_paths.kept_bytes, kept_storage_bytes(layer)]
 np.savez("scattered.npz", **scattered_outputs)
 world["kept"] = kept
+
+# Four threads calling one layer at starts whose windows they extend, evict and share.
+threaded, fresh = layers.PositionalEncoding(2**20, 2048), layers.PositionalEncoding(2**20, 2048)
+x = torch.as_tensor(np.random.default_rng(6).normal(size=(1, 3, 2048)).astype("float32"))
+starts = np.random.default_rng(7).integers(0, 8192, size=(4, 60)).tolist()
+# Thread t calls at starts[t]: (thread, start) items, so that a start drawn twice is kept twice.
+work = [[(thread, start) for start in starts[thread]] for thread in range(4)]
+results, errors = in_threads(lambda item: to_numpy(threaded(x, start_index=item[1])), work)
+world["threads"] = {
+    "errors": errors,
+    "calls": len(results),
+    "different": [
+        f"{thread}-{start}"
+        for (thread, start), got in results.items()
+        if not np.array_equal(got, to_numpy(fresh(x, start_index=start)))
+    ],
+    "kept": [threaded._eager_paths.kept_bytes, kept_storage_bytes(threaded)],
+}
+
+# Calls under inference mode, then a training step: the kept rows are not inference tensors.
+inference = {}
+for name, layer, shape in (
+    ("rotary", layers.RotaryEmbedding(), (1, 5, 2, 8)),
+    ("encoding", layers.PositionalEncoding(64, 8), (1, 5, 8)),
+):
+    data = torch.as_tensor(np.random.default_rng(8).normal(size=shape).astype("float32"))
+    with torch.inference_mode():
+        under = to_numpy(layer(data, start_index=3))
+    weights = data.clone().requires_grad_(True)
+    try:
+        rotated = layer(weights, start_index=3)
+        (rotated**2).sum().backward()
+        same = bool(np.array_equal(under, to_numpy(rotated.detach())))
+        inference[name] = [same, to_numpy(weights.grad).tolist()]
+    except Exception as raised:
+        inference[name] = [False, repr(raised)]
+world["inference_mode"] = inference
+
+# A very long call, then decoding steps: what the layer keeps stays within its byte cap.
+long = layers.PositionalEncoding(65536, 512)
+long(torch.zeros(1, 65536, 512))
+after_long = [long._eager_paths.kept_bytes, kept_storage_bytes(long)]
+for start in range(0, 3000, 3):
+    long(torch.zeros(1, 3, 512), start_index=start)
+after_decoding = [long._eager_paths.kept_bytes, kept_storage_bytes(long)]
+world["kept_after"] = {"long call": after_long, "decoding": after_decoding}
+# The device the rows are made on is part of what they are kept under (a key, read: no GPU here).
+key = lambda: _eager.call_key(long, torch.zeros(1, 3, 512), (-1,), "_combine", "start")
+with keras.device("meta"):
+    meta_key = key()
+world["device_keys"] = [key()[4], meta_key[4]]
 """
 
 EXTRAS = {"jax": (), "torch": (ONNX_EXPORT, SCATTERED_CALLS)}

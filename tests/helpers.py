@@ -2,10 +2,31 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import keras
 import numpy as np
 import tensorflow as tf
+
+
+def in_threads(call, work, threads=4):
+    """`call(item)` for every item of each `work[i]`, `threads` threads at once (thread `i` takes
+    `work[i]`): the results by item, and the errors raised (as their `repr`)."""
+    results, errors = {}, []
+
+    def run(items):
+        try:
+            for item in items:
+                results[item] = call(item)
+        except Exception as raised:  # noqa: BLE001 (returned to the caller, which asserts none)
+            errors.append(repr(raised))
+
+    running = [threading.Thread(target=run, args=(work[i],)) for i in range(threads)]
+    for thread in running:
+        thread.start()
+    for thread in running:
+        thread.join()
+    return results, errors
 
 
 def as_float64(tensor):

@@ -238,6 +238,15 @@ def test_a_cache_filled_to_its_index_packing_and_padding_take_one_rule():
     written = slots <= 6
     mask = attention_mask([[6]], slots, sliding_window=4, key_mask=written).numpy()
     np.testing.assert_array_equal(mask, reference_mask([[6]], slots[None], window=4, key_mask=written[None]))
+    # A ring buffer's unused slots hold -1: positions the mask leaves out are not checked.
+    ring = np.where(written, slots, -1)
+    np.testing.assert_array_equal(
+        attention_mask([[6]], ring, sliding_window=4, key_mask=written).numpy(), mask
+    )
+    graph = tf.function(lambda keys, kept: attention_mask([[6]], keys, sliding_window=4, key_mask=kept))
+    np.testing.assert_array_equal(graph(ring, written).numpy(), mask)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`key_positions` must be non-negative"):
+        attention_mask([[6]], ring, key_mask=np.ones(10, bool))  # a slot it keeps is checked
     # Packed documents: the positions restart and the segments keep attention inside each.
     segments = np.array([[1, 1, 1, 2, 2, 2, 2, 0], [3, 3, 3, 3, 3, 1, 1, 1]], "int32")
     positions = positions_from_segment_ids(segments)
@@ -417,6 +426,19 @@ def test_attention_temperature_is_llama4s():
     )
     with pytest.raises(ValueError, match=r"`floor_scale` must be a finite number greater than 0"):
         attention_temperature([0], 0, 0.1)
+
+
+def test_attention_temperature_follows_transformers_cache_slots_not_the_tokens_positions():
+    # transformers 5.24's `Llama4TextAttention.forward`: `positions = arange(seq_len) +
+    # past_seen_tokens`, the same for every row, left padding counted; restated in float64.
+    padding = np.array([[1, 1, 1, 1, 1, 1], [0, 0, 0, 1, 1, 1]])
+    slots = np.arange(6) + 3  # a prompt of 3 written before: the cache's next slots
+    transformers = np.log1p(np.floor((slots + 1.0) / 2)) * 0.1 + 1
+    by_slots = attention_temperature(slots, 2, 0.1).numpy()
+    assert np.abs(by_slots - transformers).max() <= 2 * FLOAT32_UNIT
+    by_tokens = attention_temperature(positions_from_mask(padding) + 3, 2, 0.1).numpy()
+    np.testing.assert_array_equal(by_tokens[0], by_slots)  # an unpadded row: the same
+    assert np.abs(by_tokens[1, 3:] - transformers[3:]).max() > 0.02  # a padded one: off
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Biases of attention scores from positions: ALiBi (BLOOM, MPT, keras-hub) and T5's buckets."""
 
+import json
 import math
 
 import keras
@@ -507,6 +508,31 @@ def test_alibi_slopes_and_bias_are_the_float64_formula_rounded(heads):
     assert np.all(np.abs(bias - exact) <= 2 * np.spacing(np.abs(exact).astype("float32")))
 
 
+@pytest.mark.parametrize("heads", [4, 12])
+def test_bidirectional_alibi_is_the_encoders_symmetric_bias(heads):
+    # MosaicBERT's and Jina BERT v2's `rebuild_alibi_tensor`, restated in float64:
+    # `relative_position = abs(memory_position - context_position)`, `alibi = slopes * -relative_position`.
+    slopes = alibi_slopes(heads)
+    layer = AlibiBias(num_heads=heads, bidirectional=True)
+    queries, keys = np.arange(1990, 2004), np.arange(1980, 2010)
+    exact = slopes[:, None, None] * -np.abs(keys[None, None, :] - queries[None, :, None])
+    bias = layer.bias(queries, keys).numpy()[0]
+    assert np.all(np.abs(bias - exact) <= 2 * np.spacing(np.abs(exact).astype("float32")))
+    np.testing.assert_array_equal(bias, np.swapaxes(layer.bias(keys, queries).numpy()[0], 1, 2))
+    # Without positions an encoder's queries are its keys: the bias of arange against arange.
+    scores = np.zeros((2, heads, 7, 7), "float32")
+    np.testing.assert_array_equal(layer(scores).numpy()[0], layer.bias(np.arange(7), np.arange(7)).numpy()[0])
+    # ... and a shorter run of queries is the keys' last positions.
+    np.testing.assert_array_equal(
+        layer(scores[:, :, 4:]).numpy()[0], layer.bias(np.arange(4, 7), np.arange(7)).numpy()[0]
+    )
+    config = json.loads(json.dumps(layer.get_config()))
+    assert config["bidirectional"] is True
+    np.testing.assert_array_equal(
+        AlibiBias.from_config(config).bias([3], keys).numpy(), layer.bias([3], keys).numpy()
+    )
+
+
 def test_alibi_steps_give_the_full_pass_rows_and_a_bias_for_dot_product_attention():
     layer = AlibiBias(num_heads=4)
     full = layer.bias(np.arange(9), np.arange(9)).numpy()
@@ -585,6 +611,9 @@ def test_t5_bias_is_its_table_at_the_buckets_shared_and_cached():
         (lambda: RelativePositionBias(4, bidirectional=1), ValueError, r"`bidirectional` must be a boolean"),
         (lambda: AlibiBias(0), ValueError, r"`alibi_bias_max` must be a finite number greater than 0"),
         (lambda: AlibiBias(num_heads=0), ValueError, r"`num_heads` must be a positive integer"),
+        (lambda: AlibiBias()(np.zeros((1, 0, 2, 2), "float32")), ValueError,
+         r"must have at least one head \(axis 1\).*Received: attention_scores.shape=\(1, 0, 2, 2\)"),
+        (lambda: AlibiBias(bidirectional="yes"), ValueError, r"`bidirectional` must be a boolean"),
         (lambda: AlibiBias().bias([0], [0]), ValueError, r"needs `num_heads` to compute a bias alone"),
         (lambda: AlibiBias()(np.zeros((2, 3, 4), "float32")), ValueError,
          r"`attention_scores` must have shape \(batch, num_heads, q_len, k_len\)"),
@@ -601,7 +630,8 @@ def test_t5_bias_is_its_table_at_the_buckets_shared_and_cached():
     ],
     ids=[
         "heads-0", "buckets-0", "buckets-too-few", "distance-inside-exact-range", "bidirectional-not-bool",
-        "alibi-max-0", "alibi-heads-0", "bias-without-heads", "scores-rank-3", "heads-differ", "one-position",
+        "alibi-max-0", "alibi-heads-0", "alibi-scores-no-heads", "alibi-bidirectional-not-bool",
+        "bias-without-heads", "scores-rank-3", "heads-differ", "one-position",
         "positions-length", "positions-batch", "negative-positions",
     ],
 )  # fmt: skip
@@ -1211,6 +1241,64 @@ def test_window_bias_is_its_table_at_the_index():
     np.testing.assert_array_equal(layer(scores).numpy(), scores + expected[None])
 
 
+# transformers 5.24's `BeitRelativePositionBias(BeitConfig(image_size=128, patch_size=16,
+# num_attention_heads=3))` with `relative_position_bias_table[i, h] = sin(0.37 i + 1.3 h) + 0.01 i`,
+# printed from `module(window_size)[0]` (float32, torch 2.13 CPU): the sum, and entries (head, query, key).
+BEIT_RESIZED = {
+    (12, 12): (71539.8828125, {(0, 0, 0): 3.009953737258911, (1, 5, 17): 0.3750761151313782,
+                               (2, 0, 9): 1.3942501544952393, (0, 9, 0): 3.193122625350952,
+                               (1, 144, 3): 3.094597339630127, (2, 20, 143): -0.6480807065963745}),
+    (10, 14): (67696.171875, {(0, 0, 0): 3.009953737258911, (1, 5, 17): 0.7808853983879089,
+                              (2, 0, 9): 1.3942501544952393, (0, 9, 0): 3.193122625350952,
+                              (1, 140, 3): 3.0518882274627686, (2, 20, 139): 0.038611769676208496}),
+    (5, 6): (3441.5859375, {(0, 0, 0): 3.009953737258911, (1, 5, 17): 1.4960278272628784,
+                            (2, 0, 9): 1.3942501544952393, (0, 9, 0): 3.193122625350952,
+                            (1, 30, 3): 3.0929975509643555, (2, 20, 29): 0.6172841191291809}),
+}  # fmt: skip
+
+
+def torch_bilinear_matrix(source, target):
+    """torch's `interpolate(mode="bilinear", align_corners=False)` along one axis, float64."""
+    where = np.maximum((np.arange(target) + 0.5) * source / target - 0.5, 0.0)
+    low = np.floor(where).astype(int)
+    high, fraction = np.minimum(low + 1, source - 1), where - low
+    matrix = np.zeros((target, source))
+    np.add.at(matrix, (np.arange(target), low), 1 - fraction)
+    np.add.at(matrix, (np.arange(target), high), fraction)
+    return matrix
+
+
+@pytest.mark.parametrize("window", list(BEIT_RESIZED), ids=lambda window: f"{window[0]}x{window[1]}")
+def test_beit_bias_at_another_window_is_transformers_resized_table(window):
+    layer = WindowPositionBias(8, 3, num_prefix_tokens=1)
+    layer.build()
+    index, head = np.arange(15 * 15 + 3)[:, None], np.arange(3)[None, :]
+    table = np.sin(0.37 * index + 1.3 * head) + 0.01 * index
+    layer.set_weights([table.astype("float32")])
+    bias = layer.bias(window).numpy()
+    total, entries = BEIT_RESIZED[window]
+    tokens = window[0] * window[1] + 1
+    assert bias.shape == (3, tokens, tokens)
+    assert abs(bias.sum() - total) <= 1e-6 * abs(total)
+    for where, value in entries.items():
+        assert abs(bias[where] - value) <= 1e-5, where
+    # The float64 restatement: the (15, 15) grid of distances resized per axis, the class
+    # token's three entries kept, read at the new window's index.
+    grid = table.astype("float32").astype("float64")
+    resized = np.einsum(
+        "Hh,Ww,hwk->HWk",
+        torch_bilinear_matrix(15, 2 * window[0] - 1),
+        torch_bilinear_matrix(15, 2 * window[1] - 1),
+        grid[:-3].reshape(15, 15, 3),
+    ).reshape(-1, 3)
+    new_index = WindowPositionBias(window, 3, num_prefix_tokens=1).relative_position_index
+    exact = np.concatenate([resized, grid[-3:]])[new_index].transpose(2, 0, 1)
+    assert np.abs(bias - exact).max() <= 1e-5
+    scores = np.zeros((2, 3, tokens, tokens), "float32")
+    np.testing.assert_array_equal(layer(scores, window_size=window).numpy()[1], bias)
+    np.testing.assert_array_equal(layer.bias((8, 8)).numpy(), layer.bias().numpy())  # its own: no resize
+
+
 @pytest.mark.parametrize("pretrained", [(0, 0), (5, 6)], ids=["window", "pretrained-5x6"])
 def test_continuous_coordinates_and_bias_are_swin_v2s(pretrained):
     layer = ContinuousPositionBias((3, 4), 2, pretrained_window_size=pretrained)
@@ -1245,9 +1333,14 @@ def test_continuous_coordinates_and_bias_are_swin_v2s(pretrained):
          r"must have shape \(batch \* windows, 2, 9, 9\)"),
         (lambda: ContinuousPositionBias(3, 2)(np.zeros((1, 4, 9, 9), "float32")),
          r"\(batch \* windows, 2, 9, 9\)"),
+        (lambda: WindowPositionBias(3, 2)(np.zeros((1, 2, 9, 9), "float32"), window_size=(4, 4)),
+         r"16 tokens of a 4 x 4 window. Received: attention_scores.shape=\(1, 2, 9, 9\)"),
+        (lambda: WindowPositionBias(3, 2).bias(window_size=0), r"`window_size` must be a positive integer"),
+        (lambda: ContinuousPositionBias(3, 2)(np.zeros((1, 2, 9, 9), "float32"), window_size=3),
+         r"`window_size` must be None: `ContinuousPositionBias` serves the window it was built for"),
     ],
     ids=["window-0", "window-3-sides", "heads-0", "prefix-2", "pretrained-half", "pretrained-1",
-         "grid-mismatch", "heads-mismatch"],
+         "grid-mismatch", "heads-mismatch", "call-window-mismatch", "bias-window-0", "continuous-window"],
 )  # fmt: skip
 def test_bad_window_arguments_are_clear_errors(make, message):
     with pytest.raises(ValueError, match=message):

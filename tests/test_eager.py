@@ -4,13 +4,14 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import in_threads
 from layer_cases import CASES, make_layer
 
 from tf_posenc import layers
 
 
 def traces(layer):
-    return layer._eager_functions.traces
+    return layer._eager_paths.traces
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -95,3 +96,49 @@ def test_eager_gradients_flow_through_the_compiled_body():
         total = tf.reduce_sum(layer(x, start_index=3) ** 2)
     # A rotation keeps lengths, so the gradient of the squared norm is 2x.
     np.testing.assert_allclose(tape.gradient(total, x).numpy(), 2 * x.numpy(), rtol=1e-5, atol=1e-5)
+
+
+CHANGED_POLICY_CALLS = {
+    "encoding": (
+        lambda policy: layers.PositionalEncoding(64, 8, dtype=policy),
+        lambda layer, x: layer(x[..., 0, :]),
+    ),
+    "rotary": (lambda policy: layers.RotaryEmbedding(dtype=policy), lambda layer, x: layer(x, start_index=3)),
+    "rotary-rows": (lambda policy: layers.RotaryEmbedding(dtype=policy), lambda layer, x: layer.rows(x)[0]),
+}
+
+
+@pytest.mark.parametrize("name", CHANGED_POLICY_CALLS)
+def test_a_changed_dtype_policy_gets_a_fresh_layers_bits_and_dtype(name):
+    make, call = CHANGED_POLICY_CALLS[name]
+    x = tf.random.stateless_normal((2, 5, 2, 8), seed=(1, 2))
+    layer = make("float32")
+    for policy in ("float32", "bfloat16", "mixed_float16", "float64", "float32"):
+        layer.dtype_policy = policy
+        got, fresh = call(layer, x), call(make(policy), x)
+        assert got.dtype == fresh.dtype, policy
+        np.testing.assert_array_equal(got.numpy(), fresh.numpy(), err_msg=policy)
+
+
+def test_at_most_sixteen_traced_functions_are_kept():
+    layer = layers.PatchPositionalEncoding(None, 16)
+    grids = [(height, width) for height in range(1, 5) for width in range(1, 5)] + [(5, 1)]  # 17 grids
+    outputs = {grid: layer(tf.zeros((1, *grid, 16))).numpy() for grid in grids}
+    assert layer._eager_paths.kept_functions == 16
+    # The grid used longest ago was let go: traced again, with the same bits.
+    traces = layer._eager_paths.traces
+    np.testing.assert_array_equal(layer(tf.zeros((1, 1, 1, 16))).numpy(), outputs[1, 1])
+    assert layer._eager_paths.traces == traces + 1 and layer._eager_paths.kept_functions == 16
+
+
+def test_threads_calling_one_layer_get_its_sequential_bits():
+    layer, fresh = layers.PositionalEncoding(2**20, 64), layers.PositionalEncoding(2**20, 64)
+    shapes = [(1, 1, 64), (2, 3, 64), (1, 1, 4, 64), (1, 70, 64)]  # structures to trace and share
+    x = {shape: tf.random.stateless_normal(shape, seed=(3, len(shape))) for shape in shapes}
+    calls = [(shapes[i % 4], start) for i, start in enumerate(range(0, 2**20 - 70, 2**20 // 97))]
+    results, errors = in_threads(
+        lambda call: layer(x[call[0]], start_index=call[1]).numpy(), [calls[i::4] for i in range(4)]
+    )
+    assert errors == [] and len(results) == len(calls)
+    for (shape, start), got in results.items():
+        np.testing.assert_array_equal(got, fresh(x[shape], start_index=start).numpy())

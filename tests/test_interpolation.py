@@ -364,6 +364,25 @@ def test_the_layer_adds_its_resized_table():
     np.testing.assert_array_equal(graph(tokens, 6, 5).numpy(), expected)
 
 
+def grid_model():
+    """Patches `(batch, height, width, 3)` of any image size in, the resized grid table added."""
+    patches = keras.Input((None, None, 3))
+    embedding = LearnedPatchPositionEmbedding(4, 3, embeddings_initializer="glorot_uniform")
+    model = keras.Model(patches, embedding(patches))
+    embedding.set_weights([TABLE])
+    return model
+
+
+def test_a_patch_grid_of_any_size_gets_the_tables_grid_rows():
+    model = grid_model()
+    for height, width in ((6, 5), (9, 9), (2, 7)):
+        patches = np.random.default_rng(height).normal(size=(2, height, width, 3)).astype("float32")
+        rows = interpolate_position_embeddings(TABLE, (height, width)).numpy()[:, 1:]
+        expected = patches + rows.reshape(1, height, width, 3)
+        np.testing.assert_array_equal(model.predict(patches, verbose=0), expected)
+        np.testing.assert_array_equal(model(patches).numpy(), expected)
+
+
 @pytest.mark.parametrize(
     "call, message",
     [
@@ -378,9 +397,15 @@ def test_the_layer_adds_its_resized_table():
          r"`grid` must have the inputs' patches"),
         (lambda: LearnedPatchPositionEmbedding(4, 3)(np.zeros((1, 17, 4), "float32")), r"must have shape"),
         (lambda: LearnedPatchPositionEmbedding(0, 3), r"`grid_size` must be a positive integer"),
+        (lambda: LearnedPatchPositionEmbedding(4, 3)(keras.Input((None, 3)), grid=(None, None)),
+         r"`grid` must be \(height, width\).*Received: grid=\(None, None\)"),
+        (lambda: LearnedPatchPositionEmbedding(4, 3)(np.zeros((1, 6, 5, 3), "float32"), grid=(6, 5)),
+         r"`grid` is read from \(batch, height, width, d_model\) inputs"),
+        (lambda: LearnedPatchPositionEmbedding(4, 3)(np.zeros((1, 6, 5, 4), "float32")),
+         r"or \(batch, height"),
     ],
     ids=["zero-side", "one-side", "prefix-beyond", "not-square", "siglip-prefix", "convention", "no-grid",
-         "grid-mismatch", "width", "grid-size"],
+         "grid-mismatch", "width", "grid-size", "none-grid", "grid-with-patches", "patch-width"],
 )  # fmt: skip
 def test_bad_interpolation_arguments_are_clear_errors(call, message):
     with pytest.raises(ValueError, match=message):
@@ -437,6 +462,30 @@ def test_resized_tables_serve_from_saved_model_litert_onnx_tf_keras(tmp_path):
     session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [given.name for given in session.get_inputs()]
     onnx = session.run(None, dict(zip(names, (tokens, h, w), strict=True)))[0]
+    np.testing.assert_allclose(onnx, expected, rtol=1e-6, atol=1e-6)
+
+    # Patch grids of any size: the functional model, exported, with the same numbers.
+    grid = grid_model()
+    patches = np.random.default_rng(2).normal(size=(2, 6, 5, 3)).astype("float32")
+    expected = grid(patches).numpy()
+    grid.export(str(tmp_path / "exported"), verbose=False)
+    served = serve_without_tf_posenc(tmp_path, {"patches": [patches]})["patches"]
+    np.testing.assert_allclose(served, expected, rtol=1e-6, atol=1e-6)
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(tmp_path / "exported"))
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    interpreter = Interpreter(model_content=converter.convert())
+    interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], patches.shape)
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], patches)
+    interpreter.invoke()
+    litert = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+    np.testing.assert_allclose(litert, expected, rtol=1e-6, atol=1e-6)
+    spec = [tf.TensorSpec((None, None, None, 3))]
+    proto, _ = tf2onnx.convert.from_function(
+        tf.function(grid, input_signature=spec), input_signature=spec, opset=17
+    )
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    onnx = session.run(None, {session.get_inputs()[0].name: patches})[0]
     np.testing.assert_allclose(onnx, expected, rtol=1e-6, atol=1e-6)
 
     old = keras_2.LearnedPatchPositionEmbedding(4, 3)

@@ -34,6 +34,31 @@ def test_rotation_is_exact_at_every_start(layout, policy, start):
     assert np.abs(as_float64(rotated) - exact).max() <= factor * floor
 
 
+# transformers 5.24's `LlamaRotaryEmbedding(LlamaConfig(head_dim=64, rope_theta=500000.0))`, cos at
+# positions 131071 and 2**20 - 1, features 0, 1, 5, 13 (torch 2.13): after `.to(torch.float64)`
+# (what `model.to(torch.float64)` does to it), and with `forward` replaced by one computing
+# `inv_freq` and `position_ids * inv_freq` in float64.
+TRANSFORMERS_FLOAT64_MODULE_COS = [
+    [-0.8179835081100464, 0.7326388955116272, -0.9996256232261658, 0.9571168422698975],
+    [0.7880422472953796, -0.37252891063690186, 0.7729345560073853, -0.679321825504303],
+]
+TRANSFORMERS_FLOAT64_ROTATION_COS = [
+    [-0.8179834993879491, 0.7360236311534571, -0.9996014489998353, 0.9571153456487187],
+    [0.7880422395289275, -0.39072162863742815, 0.7807443481314105, -0.6792162859615662],
+]
+
+
+def test_transformers_in_float64_needs_its_rotation_in_float64():
+    positions, features = np.array([131071, 2**20 - 1]), [0, 1, 5, 13]
+    exact = np.cos(positions[:, None] * rope_frequencies(64, 500000.0)[None, features])  # float64
+    np.testing.assert_allclose(TRANSFORMERS_FLOAT64_ROTATION_COS, exact, rtol=0, atol=1e-12)
+    assert np.abs(np.array(TRANSFORMERS_FLOAT64_MODULE_COS) - exact).max() > 0.007  # float32 angles
+    for policy, bound in (("float64", 1e-9), ("float32", ROW_BOUND["float32"])):
+        rope = RotaryEmbedding(max_wavelength=500000, dtype=policy)
+        cos, _ = rope.rows(np.zeros((1, 2, 1, 64), policy), positions=positions)
+        assert np.abs(cos.numpy()[0][:, features] - exact).max() <= bound, policy
+
+
 def test_interleaved_rotation_at_p_is_the_transpose_of_t_p():
     layer = RotaryEmbedding(layout="interleave")
     basis = np.eye(8, dtype="float32")[:, None, :]  # eight one-step sequences

@@ -72,7 +72,8 @@ def attention_mask(
     * Segment ids keep keys of the query's own document; id 0 is padding, which attends to
       nothing and is attended by nothing.
     * `key_mask` keeps the keys it marks: for example the cache slots written so far, or a
-      padding mask.
+      padding mask. The positions of the keys it leaves out are not read, so they may be
+      anything (a ring buffer's unused slots at -1).
 
     Args:
         query_positions: Integer tensor `(q_len,)` or `(batch, q_len)`: each query's position.
@@ -111,12 +112,18 @@ def attention_mask(
             f"key_segment_ids={'None' if key_segment_ids is None else 'given'}"
         )
     queries = _positions.batched_positions("query_positions", query_positions)
-    keys = _positions.batched_positions("key_positions", key_positions)
     if key_mask is not None:
         key_mask = ops.convert_to_tensor(key_mask)
         if len(key_mask.shape) == 1:
             key_mask = ops.expand_dims(key_mask, 0)
-        key_mask = ops.cast(_matching("key_mask", key_mask, keys, "key_positions"), "bool")
+        given = ops.convert_to_tensor(key_positions)
+        if len(given.shape) == 1:
+            given = ops.expand_dims(given, 0)
+        if len(given.shape) == 2:
+            key_mask = ops.cast(_matching("key_mask", key_mask, given, "key_positions"), "bool")
+            # A slot the mask leaves out may hold any position (a ring buffer's unused slots at -1).
+            key_positions = ops.where(key_mask, given, ops.zeros_like(given))
+    keys = _positions.batched_positions("key_positions", key_positions)
     if query_segment_ids is not None:
         query_segment_ids = _matching(
             "query_segment_ids",
@@ -177,8 +184,11 @@ def attention_temperature(positions, floor_scale, attn_scale):
     `log(floor((p + 1) / floor_scale) + 1) * attn_scale + 1` for each position `p`, computed in
     float32 as transformers 5.24's `Llama4TextAttention` computes it, except the floor, which
     for an integer `floor_scale` is exact integer arithmetic (transformers divides in float32,
-    which is the same below 2**24). transformers takes `p` from the cache position: pass the
-    positions the call covers.
+    which is the same below 2**24). transformers takes `p` from the cache, not from the tokens:
+    `past_seen_tokens + arange(seq_len)` (`Llama4TextAttention.forward`), the slots a call
+    writes, which count left padding and are the same in every row. To match it, pass those
+    slots (`start_index + arange(seq_len)`), not the positions of `positions_from_mask`, which
+    restart at each row's first real token.
 
     Args:
         positions: Integer tensor of any shape: the queries' positions.

@@ -45,6 +45,22 @@ def _bicubic_weights(source, target):
     return weights
 
 
+def bilinear_weights(source, target):
+    """torch's `upsample_bilinear2d` along one axis (`align_corners=False`, no antialiasing):
+    `(target, source)`. Output `i` reads `s = max((i + 0.5) * source / target - 0.5, 0)`
+    (float32), between taps `floor(s)` and `floor(s) + 1` (clamped to the axis)."""
+    scale = ops.cast(source, "float32") / ops.cast(target, "float32")
+    where = ops.maximum((ops.cast(ops.arange(target), "float32") + 0.5) * scale - 0.5, 0.0)
+    first = ops.floor(where)
+    fraction = where - first
+    low = ops.cast(first, "int32")
+    high = ops.minimum(low + 1, source - 1)
+    columns = ops.arange(source)[None, :]
+    return ops.where(ops.equal(low[:, None], columns), 1.0 - fraction[:, None], 0.0) + ops.where(
+        ops.equal(high[:, None], columns), fraction[:, None], 0.0
+    )
+
+
 def _antialias_weights(source, target):
     """torch's antialiased bicubic (`antialias=True`, PIL's filter, `a = -0.5`) along one axis:
     `(target, source)`, each row normalized."""

@@ -27,26 +27,36 @@ def alibi_slopes(num_heads, alibi_bias_max=8):
 class AlibiBiasMixin(ScoreBiasMixin):
     """The body of `AlibiBias`, shared by its Keras 3 and tf_keras classes."""
 
-    def __init__(self, alibi_bias_max=8, num_heads=None, **kwargs):
+    def __init__(self, alibi_bias_max=8, num_heads=None, bidirectional=False, **kwargs):
         super().__init__(**kwargs)
         _validation.number_at_least("alibi_bias_max", alibi_bias_max, 0, strict=True)
         self.alibi_bias_max = alibi_bias_max
         self.num_heads = None if num_heads is None else _validation.positive_int("num_heads", num_heads)
+        self.bidirectional = _validation.boolean("bidirectional", bidirectional)
         build_at_construction(self)
 
     def _bias(self, queries, keys, heads):
         slopes = alibi_slopes(heads, self.alibi_bias_max).astype("float32")[None, :, None, None]
         # k - q: an integer, exact in float32 below 2**24; one rounding of the product.
         distance = ops.expand_dims(keys, 1) - ops.expand_dims(queries, 2)  # (batch or 1, q_len, k_len)
+        if self.bidirectional:
+            distance = -ops.abs(distance)
         return ops.expand_dims(ops.cast(distance, "float32"), 1) * slopes
 
     def _default_positions(self, q_len, k_len):
-        # keras-hub's: every query at the last key's position, `m (k - (K - 1))`.
         keys = ops.expand_dims(ops.arange(k_len, dtype="int32"), 0)
+        if self.bidirectional:  # the queries are the last positions: all of them in an encoder
+            return ops.expand_dims(ops.arange(q_len, dtype="int32") + (k_len - q_len), 0), keys
+        # keras-hub's: every query at the last key's position, `m (k - (K - 1))`.
         return ops.expand_dims(ops.zeros((q_len,), "int32") + (k_len - 1), 0), keys
 
     def get_config(self):
-        return {**super().get_config(), "alibi_bias_max": self.alibi_bias_max, "num_heads": self.num_heads}
+        return {
+            **super().get_config(),
+            "alibi_bias_max": self.alibi_bias_max,
+            "num_heads": self.num_heads,
+            "bidirectional": self.bidirectional,
+        }
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
@@ -66,11 +76,19 @@ class AlibiBias(AlibiBiasMixin, keras.layers.Layer):
     times the exact integer distance: within two units of the exact product) and rounded once
     to the scores' dtype.
 
+    That bias is a decoder's: under a causal mask every key is at or before its query, and the
+    farther one is penalised more. Without the mask it only prefers later keys. Encoders use
+    `bidirectional=True`, the symmetric `-m_h |q - k|` of MosaicBERT and Jina BERT v2 (their
+    `rebuild_alibi_tensor`): a call without positions then places the queries at the last
+    positions of the keys (all of them when the lengths are equal).
+
     Args:
         alibi_bias_max: Number. The slopes are `2 ** (-alibi_bias_max * h / n)` for `n` heads, a
             power of two (MPT's `alibi_bias_max`). Defaults to `8`.
         num_heads: Optional integer. The number of heads; `None` reads it from the scores (a call
             needs none, `bias` does). Defaults to `None`.
+        bidirectional: Boolean. `-m_h |q - k|`, the encoders' symmetric form, instead of
+            `-m_h (q - k)`. Defaults to `False`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -87,6 +105,9 @@ class AlibiBias(AlibiBiasMixin, keras.layers.Layer):
     [-0.5, -0.25, 0.0]
     >>> AlibiBias(num_heads=8).bias([2], [0, 1, 2]).shape  # a decoding step at position 2
     TensorShape([1, 8, 1, 3])
+    >>> encoder = AlibiBias(num_heads=8, bidirectional=True)
+    >>> [float(value) for value in keras.ops.convert_to_numpy(encoder.bias([1], [0, 1, 2]))[0, 1, 0]]
+    [-0.25, 0.0, -0.25]
 
     References:
         [Press et al., 2021](https://arxiv.org/abs/2108.12409)

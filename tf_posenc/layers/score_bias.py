@@ -78,6 +78,11 @@ class ScoreBiasMixin:
     def _heads_of(self, scores_shape):
         """The number of heads: the layer's, checked against the scores' where both are given."""
         given = None if scores_shape is None else scores_shape[1]
+        if given == 0:
+            raise ValueError(
+                "`attention_scores` must have at least one head (axis 1), as `num_heads` must be a "
+                f"positive integer. Received: attention_scores.shape={tuple(scores_shape)}"
+            )
         if self.num_heads is None:
             if given is None:
                 raise ValueError(

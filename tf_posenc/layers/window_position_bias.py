@@ -2,7 +2,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from tf_posenc import _validation
+from tf_posenc import _validation, interpolation
 
 
 def _window(name, window_size, allow_zero=False):
@@ -39,16 +39,19 @@ def window_position_index(window_size, num_prefix_tokens=0):
 class _WindowBiasMixin:
     """A bias of each window's `(heads, N, N)` scores: `call(scores)` adds it, `bias()` gives it."""
 
-    def call(self, attention_scores):
+    def call(self, attention_scores, window_size=None):
         shape = tuple(attention_scores.shape)
-        tokens = self.relative_position_index.shape[0]
+        window = self._window_of(window_size)
+        tokens = window[0] * window[1] + getattr(self, "num_prefix_tokens", 0)
         if len(shape) != 4 or shape[1] not in (None, self.num_heads) or shape[2:] != (tokens, tokens):
             raise ValueError(
                 "`attention_scores` must have shape "
                 f"(batch * windows, {self.num_heads}, {tokens}, {tokens}): num_heads heads over the "
-                f"{tokens} tokens of a window. Received: attention_scores.shape={shape}"
+                f"{tokens} tokens of a {window[0]} x {window[1]} window. "
+                f"Received: attention_scores.shape={shape}"
             )
-        return attention_scores + ops.cast(ops.expand_dims(self.bias(), 0), attention_scores.dtype)
+        bias = self.bias() if window_size is None else self.bias(window_size)
+        return attention_scores + ops.cast(ops.expand_dims(bias, 0), attention_scores.dtype)
 
     def bias(self):
         """The bias `(num_heads, N, N)`, float32."""
@@ -57,6 +60,14 @@ class _WindowBiasMixin:
         table = ops.cast(self._table(), "float32")  # (distances, heads)
         values = ops.take(table, ops.convert_to_tensor(self.relative_position_index), axis=0)
         return self._scaled(ops.transpose(values, (2, 0, 1)))
+
+    def _window_of(self, window_size):
+        if window_size is None:
+            return self.window_size
+        raise ValueError(
+            f"`window_size` must be None: `{type(self).__name__}` serves the window it was built for. "
+            f"{_validation.received('window_size', window_size)}"
+        )
 
     def _scaled(self, bias):
         return bias
@@ -87,6 +98,42 @@ class WindowPositionBiasMixin(_WindowBiasMixin):
             name="relative_position_bias_table", shape=(distances, self.num_heads), initializer="zeros"
         )
         self.built = True
+
+    def bias(self, window_size=None):
+        """The bias `(num_heads, N, N)`, float32, of the layer's window, or of `window_size`.
+
+        For another window the table of relative positions is resized first, as transformers'
+        BEiT does at another image size (`BeitRelativePositionBias.forward`, transformers 5.24):
+        its `(2 Wh - 1, 2 Ww - 1)` grid of distances is resized with torch's bilinear
+        interpolation (`align_corners=False`) to the new window's, and the class token's three
+        entries are kept. transformers reshapes the old grid as `(2 Ww - 1, 2 Wh - 1)`, which is
+        the same for square pretraining windows (every released BEiT, Data2Vec-Vision and DPT
+        checkpoint); for a non-square one this layer keeps the table's own `(height, width)`
+        order.
+
+        Args:
+            window_size: Optional integer or `(height, width)`: the window the bias is for.
+                Defaults to the layer's `window_size`.
+        """
+        window = self._window_of(window_size)
+        if window == self.window_size:
+            return super().bias()
+        if not self.built:
+            self.build()
+        table = ops.cast(self.relative_position_bias_table, "float32")
+        height, width = self.window_size
+        distances = (2 * height - 1) * (2 * width - 1)
+        grid = ops.reshape(table[:distances], (2 * height - 1, 2 * width - 1, self.num_heads))
+        rows = interpolation.bilinear_weights(2 * height - 1, 2 * window[0] - 1)
+        columns = interpolation.bilinear_weights(2 * width - 1, 2 * window[1] - 1)
+        # One axis, then the other, as the table resize does.
+        resized = ops.einsum("Ww,Hwk->HWk", columns, ops.einsum("Hh,hwk->Hwk", rows, grid))
+        resized = ops.concatenate([ops.reshape(resized, (-1, self.num_heads)), table[distances:]], axis=0)
+        index = window_position_index(window, self.num_prefix_tokens)
+        return ops.transpose(ops.take(resized, ops.convert_to_tensor(index), axis=0), (2, 0, 1))
+
+    def _window_of(self, window_size):
+        return self.window_size if window_size is None else _window("window_size", window_size)
 
     def _table(self):
         return self.relative_position_bias_table
@@ -188,6 +235,9 @@ class WindowPositionBias(WindowPositionBiasMixin, keras.layers.Layer):
     Call arguments:
         attention_scores: Float tensor `(batch * windows, num_heads, N, N)`, `N` the window's
             tokens (`Wh * Ww`, plus the class token).
+        window_size: Optional integer or `(height, width)`: the window of the scores, when it is
+            not the layer's (BEiT at another image size: the table resized, see `bias`).
+            Defaults to the layer's `window_size`.
 
     Example:
 
