@@ -408,16 +408,16 @@ world["kept"] = kept
 # Four threads calling one layer at starts whose windows they extend, evict and share.
 threaded, fresh = layers.PositionalEncoding(2**20, 2048), layers.PositionalEncoding(2**20, 2048)
 x = torch.as_tensor(np.random.default_rng(6).normal(size=(1, 3, 2048)).astype("float32"))
-starts = np.random.default_rng(7).integers(0, 8192, size=(4, 60)).tolist()
-# Thread t calls at starts[t]: (thread, start) items, so that a start drawn twice is kept twice.
-work = [[(thread, start) for start in starts[thread]] for thread in range(4)]
-results, errors = in_threads(lambda item: to_numpy(threaded(x, start_index=item[1])), work)
+starts = np.random.default_rng(7).integers(0, 8192, size=(4, 200)).tolist()
+# Thread t makes the calls of starts[t]: items (thread, call, start), each its own result.
+work = [[(thread, call, start) for call, start in enumerate(starts[thread])] for thread in range(4)]
+results, errors = in_threads(lambda item: to_numpy(threaded(x, start_index=item[2])), work)
 world["threads"] = {
     "errors": errors,
     "calls": len(results),
     "different": [
         f"{thread}-{start}"
-        for (thread, start), got in results.items()
+        for (thread, _, start), got in results.items()
         if not np.array_equal(got, to_numpy(fresh(x, start_index=start)))
     ],
     "kept": [threaded._eager_paths.kept_bytes, kept_storage_bytes(threaded)],
