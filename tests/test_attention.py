@@ -231,6 +231,20 @@ def test_chunks_end_at_their_edges(chunk):
         assert mask[0, edge - 1, edge - chunk] and not mask[0, edge - 1, edge - chunk - 1]
 
 
+def test_keras_multi_head_attentions_window_is_one_narrower_than_transformers():
+    # Keras 3.15's `MultiHeadAttention(sliding_window=W)` keeps |q - k| < W; ours, |q - k| <= W.
+    x = np.random.default_rng(5).normal(size=(2, 9, 8)).astype("float32")
+    windowed = keras.layers.MultiHeadAttention(2, 4, sliding_window=3)
+    masked = keras.layers.MultiHeadAttention(2, 4)
+    expected = windowed(x, x)
+    masked(x, x)
+    masked.set_weights(windowed.get_weights())
+    band = attention_mask(np.arange(9), np.arange(9), causal=False, sliding_window=2)
+    np.testing.assert_allclose(masked(x, x, attention_mask=band).numpy(), expected.numpy(), atol=1e-6)
+    wider = attention_mask(np.arange(9), np.arange(9), causal=False, sliding_window=3)
+    assert np.abs(masked(x, x, attention_mask=wider).numpy() - expected.numpy()).max() > 1e-3
+
+
 def test_a_cache_filled_to_its_index_packing_and_padding_take_one_rule():
     rng = np.random.default_rng(3)
     slots = np.arange(10)

@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from bounds import BOUND, FLOAT32_UNIT, ROW_BOUND
+from bounds import FLOAT32_UNIT, ROW_BOUND
 from reference import ROUNDED_POLICIES
 from tensorflow.core.protobuf import saved_model_pb2
 from test_runtimes import float64_attributes, to_tflite
@@ -106,7 +106,7 @@ def test_tensor2tensor_timing_signal(channels, min_timescale, policy):
         layer(tf.zeros((1, 300, channels), layer.compute_dtype), start_index=3000), tf.float64
     ).numpy()[0]
     expected = timing_signal(300, channels, min_timescale, start_index=3000)
-    assert np.abs(added - expected).max() <= BOUND[policy]
+    assert np.abs(added - expected).max() <= ROW_BOUND[policy]
     table = positional_encoding(300, channels, convention="tensor2tensor", min_timescale=min_timescale)
     assert (
         np.abs(table.numpy()[0] - timing_signal(300, channels, min_timescale)).max() <= ROW_BOUND["float32"]
@@ -196,9 +196,9 @@ def test_sincos_2d_is_mae_table(embed_dim, grid_size, cls_token):
 def test_patch_layer_adds_the_mae_table_to_both_shapes(policy):
     layer = PatchPositionalEncoding(14, 64, cls_token=True, dtype=policy)
     added = added_to_zeros(layer, (2, 197, 64))
-    assert np.abs(added - mae_table(64, 14, True)).max() <= BOUND[policy]
+    assert np.abs(added - mae_table(64, 14, True)).max() <= ROW_BOUND[policy]
     grid = added_to_zeros(PatchPositionalEncoding(14, 64, dtype=policy), (2, 14, 14, 64))
-    assert np.abs(grid - mae_table(64, 14).reshape(14, 14, 64)).max() <= BOUND[policy]
+    assert np.abs(grid - mae_table(64, 14).reshape(14, 14, 64)).max() <= ROW_BOUND[policy]
 
 
 @pytest.mark.parametrize(

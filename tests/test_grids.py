@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from bounds import BOUND, ROTATION_BOUND, ROW_BOUND
+from bounds import ROTATION_BOUND, ROW_BOUND
 from reference import reference_rotation
 
 from tf_posenc import (
@@ -113,7 +113,7 @@ def test_patch_layer_adds_the_rounded_table(policy, grid_size, base_size, scale,
     grid = (shape[1], shape[2]) if len(shape) == 4 else _validation.grid_shape("grid_size", grid_size, 2)
     table = sincos_2d(64, grid, cls_token, base_size=base_size, interpolation_scale=scale)
     added = tf.cast(layer(np.zeros(shape, "float32")), tf.float64).numpy().reshape(shape[0], -1, 64)
-    assert np.abs(added - table).max() <= BOUND[policy]
+    assert np.abs(added - table).max() <= ROW_BOUND[policy]
     assert json.loads(json.dumps(layer.get_config())) == layer.get_config()
     assert PatchPositionalEncoding.from_config(layer.get_config()).get_config() == layer.get_config()
 
@@ -123,7 +123,7 @@ def test_patch_layer_reads_the_grid_when_the_graph_runs():
     traced = tf.function(layer, input_signature=[tf.TensorSpec((None, None, None, 16))])
     for height, width in ((2, 3), (5, 4)):
         got = traced(np.zeros((1, height, width, 16), "float32")).numpy().reshape(-1, 16)
-        assert np.abs(got - sincos_2d(16, (height, width))).max() <= BOUND["float32"]
+        assert np.abs(got - sincos_2d(16, (height, width))).max() <= ROW_BOUND["float32"]
     with_base = PatchPositionalEncoding(None, 16, base_size=16)
     with pytest.raises(ValueError, match=r"With `base_size`, the positions depend on the grid's size"):
         tf.function(with_base, input_signature=[tf.TensorSpec((None, None, None, 16))])(
@@ -163,10 +163,10 @@ def test_video_layer_is_diffusers_3d_table(policy):
     layer = VideoPositionalEncoding((6, 4), 3, 64, spatial_interpolation_scale=1.875, dtype=policy)
     for shape in ((2, 3, 4, 6, 64), (2, 72, 64)):
         added = tf.cast(layer(np.zeros(shape, "float32")), tf.float64).numpy().reshape(2, 3, 24, 64)
-        assert np.abs(added - expected).max() <= BOUND[policy]
+        assert np.abs(added - expected).max() <= ROW_BOUND[policy]
     from_inputs = VideoPositionalEncoding(None, None, 64, spatial_interpolation_scale=1.875, dtype=policy)
     added = tf.cast(from_inputs(np.zeros((1, 3, 4, 6, 64), "float32")), tf.float64).numpy()
-    assert np.abs(added.reshape(1, 3, 24, 64) - expected).max() <= BOUND[policy]
+    assert np.abs(added.reshape(1, 3, 24, 64) - expected).max() <= ROW_BOUND[policy]
     assert VideoPositionalEncoding.from_config(layer.get_config()).get_config() == layer.get_config()
     with pytest.raises(ValueError, match=r"`inputs` must have shape \(batch, 3, 4, 6, 64\)"):
         layer(np.zeros((1, 3, 6, 4, 64), "float32"))

@@ -53,7 +53,7 @@ def test_positional_encoding_matches_the_reference(call, max_wavelength, policy,
         reference_table(wanted, d_model, max_wavelength, layout), (2, seq_len, d_model)
     )
     assert added.dtype == layer.compute_dtype
-    assert np.abs(tf.cast(added, tf.float64).numpy() - expected).max() <= BOUND[policy]
+    assert np.abs(tf.cast(added, tf.float64).numpy() - expected).max() <= ROW_BOUND[policy]
 
 
 @CHECKS
@@ -147,7 +147,7 @@ def test_timestep_embedding_matches_the_reference(timesteps, dim, shift, flip, s
     halves = [np.cos(angles), np.sin(angles)] if flip else [np.sin(angles), np.cos(angles)]
     expected = np.pad(np.concatenate(halves, axis=1), ((0, 0), (0, dim % 2)))
     embedded = tf.cast(layer(np.array(timesteps)), tf.float64).numpy()
-    assert np.abs(embedded - expected).max() <= BOUND[policy]
+    assert np.abs(embedded - expected).max() <= ROW_BOUND[policy]
 
 
 @CHECKS
@@ -167,4 +167,4 @@ def test_patch_encoding_matches_the_reference(d_model, grid_size, cls_token, pol
     np.testing.assert_allclose(tf_posenc.sincos_2d(d_model, grid_size, cls_token), expected, atol=1e-12)
     layer = tf_posenc.PatchPositionalEncoding(grid_size, d_model, cls_token=cls_token, dtype=policy)
     added = tf.cast(layer(tf.zeros((1,) + expected.shape, layer.compute_dtype)), tf.float64).numpy()[0]
-    assert np.abs(added - expected).max() <= BOUND[policy]
+    assert np.abs(added - expected).max() <= ROW_BOUND[policy]

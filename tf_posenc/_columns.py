@@ -120,6 +120,18 @@ def grid_columns(width, scale=1.0):
     return rates * np.float64(scale), cosine
 
 
+def grid_2d_widths(d_model):
+    """The widths of a 2-D grid encoding's parts, in their order: the column's half, then the
+    row's (MAE's `get_2d_sincos_pos_embed`, diffusers')."""
+    return d_model // 2, d_model // 2
+
+
+def grid_3d_widths(d_model):
+    """The widths of a 3-D grid encoding's parts, in their order: a quarter for the frame, then
+    3/8 each for the column and the row (diffusers' `get_3d_sincos_pos_embed`, CogVideoX)."""
+    return d_model // 4, 3 * d_model // 8, 3 * d_model // 8
+
+
 def grid_scales(grid, base_size=None, interpolation_scale=1.0):
     """The position scale of each grid axis: `base_size / (n * interpolation_scale)` for an axis
     of `n` patches (diffusers' `arange(n) / (n / base_size) / interpolation_scale`), or

@@ -59,17 +59,28 @@ def _one(name, candidates, default=None):
     return next(iter(given.values()), default)
 
 
-def _layer_parameters(config, layer_type):
-    """The rope parameters of the layers of `layer_type`, as a flat dict."""
+def _rope_parameters(config):
+    """The config's rope parameters, `rope_parameters` (5.x) or `rope_scaling` (4.x), which may
+    both be given only alike: the one place they are read."""
     new, old = config.get("rope_parameters"), config.get("rope_scaling")
     if new and old and new != old:
         raise ValueError(
             "The config has both `rope_parameters` and `rope_scaling`, and they differ. "
             f"Received: rope_parameters={new!r}, rope_scaling={old!r}"
         )
-    parameters = dict(new or old or {})
+    return dict(new or old or {})
+
+
+def _nested_layer_types(config, parameters):
+    """The layer types whose rope parameters `parameters` nests (Gemma 3 and 4)."""
     layer_types = (*_LAYER_TYPES, *(config.get("layer_types") or ()))
-    nested = [key for key in parameters if key in layer_types]
+    return [key for key in parameters if key in layer_types]
+
+
+def _layer_parameters(config, layer_type):
+    """The rope parameters of the layers of `layer_type`, as a flat dict."""
+    parameters = _rope_parameters(config)
+    nested = _nested_layer_types(config, parameters)
     if nested or "rope_local_base_freq" in config:  # Gemma 3 and 4; Gemma 3 in the 4.x format
         choices = nested or list(_LAYER_TYPES)
         if layer_type not in choices:
@@ -332,8 +343,8 @@ def attention_layers(config):
         raise ValueError(
             f"The config's `layer_types` must hold {_ATTENTION_TYPES}. Received: layer types {unknown}"
         )
-    parameters = config.get("rope_parameters") or config.get("rope_scaling") or {}
-    per_type = any(key in parameters for key in _ATTENTION_TYPES) or "rope_local_base_freq" in config
+    parameters = _rope_parameters(config)
+    per_type = bool(_nested_layer_types(config, parameters)) or "rope_local_base_freq" in config
     rotating = _no_rope_layers(config) if model_type in _NO_ROPE_LAYERS else [1] * len(types)
     window = _sliding_window(config)
     causal = not config.get("use_bidirectional_attention", False)

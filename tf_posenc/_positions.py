@@ -360,3 +360,18 @@ def positions_from_mask(mask):
         raise ValueError(f"`mask` must have shape (batch, seq_len). Received: mask.shape={mask.shape}")
     counts = ops.cumsum(ops.cast(ops.cast(mask, "bool"), "int32"), axis=-1)
     return ops.maximum(counts - 1, 0)
+
+
+def checked_segment_ids(segment_ids, name="segment_ids"):
+    """`segment_ids` as int32 `(batch, seq_len)`, after the checks: integers, 0 for padding and
+    positive ids for documents (a negative id is refused, by the graph where it is only known
+    when the graph runs)."""
+    segment_ids = ops.convert_to_tensor(segment_ids)
+    dtype = keras.backend.standardize_dtype(segment_ids.dtype)
+    if "int" not in dtype:
+        raise TypeError(f"`{name}` must hold integers (0 for padding). Received: {name}.dtype={dtype}")
+    if len(segment_ids.shape) != 2:
+        raise ValueError(
+            f"`{name}` must have shape (batch, seq_len). Received: {name}.shape={segment_ids.shape}"
+        )
+    return checked_values(name, segment_ids, allow_floats=False)

@@ -14,7 +14,6 @@ import keras
 from keras import ops
 
 from tf_posenc import _hf_config, _positions, _validation
-from tf_posenc.packing import checked_segment_ids
 
 
 def _same_batch(named):
@@ -67,10 +66,13 @@ def attention_mask(
       (Mistral, Gemma 2 and 3, Qwen2, gpt-oss, Cohere2). With `causal=False` it keeps
       `|q - k| <= W`, transformers' bidirectional window (`sliding_window_bidirectional_overlay`;
       Gemma 3's bidirectional mode keeps `|q - k| < W // 2 + 1`, the same as `W // 2` here).
+      Keras's own `MultiHeadAttention(sliding_window=W)` (3.15) keeps `|q - k| < W`, one key
+      fewer on each side: its band is `causal=False, sliding_window=W - 1` here.
     * `chunk_size=C` keeps keys in the query's chunk, `k // C == q // C` (Llama 4; positions
       count from each row's first real token, as transformers' chunks do).
     * Segment ids keep keys of the query's own document; id 0 is padding, which attends to
-      nothing and is attended by nothing.
+      nothing and is attended by nothing (the rule `packing.segment_attention_mask` is built
+      on).
     * `key_mask` keeps the keys it marks: for example the cache slots written so far, or a
       padding mask. The positions of the keys it leaves out are not read, so they may be
       anything (a ring buffer's unused slots at -1).
@@ -99,8 +101,7 @@ def attention_mask(
     >>> keras.ops.convert_to_numpy(mask).astype(int)
     array([[[0, 1, 1, 0]]])
     """
-    if not isinstance(causal, bool):
-        raise ValueError(f"`causal` must be a boolean. {_validation.received('causal', causal)}")
+    _validation.boolean("causal", causal)
     if sliding_window is not None:
         _validation.positive_int("sliding_window", sliding_window)
     if chunk_size is not None:
@@ -127,12 +128,15 @@ def attention_mask(
     if query_segment_ids is not None:
         query_segment_ids = _matching(
             "query_segment_ids",
-            checked_segment_ids(query_segment_ids, "query_segment_ids"),
+            _positions.checked_segment_ids(query_segment_ids, "query_segment_ids"),
             queries,
             "query_positions",
         )
         key_segment_ids = _matching(
-            "key_segment_ids", checked_segment_ids(key_segment_ids, "key_segment_ids"), keys, "key_positions"
+            "key_segment_ids",
+            _positions.checked_segment_ids(key_segment_ids, "key_segment_ids"),
+            keys,
+            "key_positions",
         )
     _same_batch(
         {
@@ -282,11 +286,18 @@ def hf_attention_layers(config, **kwargs):
     """
     from tf_posenc.layers import RotaryEmbedding  # the layers sit above this module
 
-    return _plan(RotaryEmbedding, config, kwargs)
+    return attention_layers_with(RotaryEmbedding, config, **kwargs)
 
 
-def _plan(rope_class, config, kwargs):
-    """`hf_attention_layers` with the `RotaryEmbedding` class of a Keras family."""
+def attention_layers_with(rope_class, config, **kwargs):
+    """`hf_attention_layers` with the `RotaryEmbedding` class of a Keras family: the factory
+    that both families' `hf_attention_layers` call (`tf_posenc.tf_keras` passes its own class).
+
+    Args:
+        rope_class: The `RotaryEmbedding` class whose layers the entries hold.
+        config: As for `hf_attention_layers`.
+        **kwargs: As for `hf_attention_layers`.
+    """
     config = _hf_config.read(config)
     ropes = {}
     layers = []

@@ -124,9 +124,9 @@ def sincos_2d(embed_dim, grid_size, cls_token=False, *, base_size=None, interpol
     _validation.grid_2d_options(cls_token, base_size, interpolation_scale)
     row_scale, column_scale = _columns.grid_scales((height, width), base_size, interpolation_scale)
     row, column = np.divmod(np.arange(height * width), width)
-    half = embed_dim // 2
+    column_width, row_width = _columns.grid_2d_widths(embed_dim)
     table = np.concatenate(
-        [_axis_table(column, half, column_scale), _axis_table(row, half, row_scale)], axis=-1
+        [_axis_table(column, column_width, column_scale), _axis_table(row, row_width, row_scale)], axis=-1
     )
     return np.concatenate([np.zeros((1, embed_dim)), table]) if cls_token else table
 
@@ -165,10 +165,11 @@ def sincos_3d(
     spatial, temporal = 1.0 / spatial_interpolation_scale, 1.0 / temporal_interpolation_scale
     frame, patch = np.divmod(np.arange(frames * height * width), height * width)
     row, column = np.divmod(patch, width)
+    frame_width, column_width, row_width = _columns.grid_3d_widths(embed_dim)
     parts = [
-        _axis_table(frame, embed_dim // 4, temporal),
-        _axis_table(column, 3 * embed_dim // 8, spatial),
-        _axis_table(row, 3 * embed_dim // 8, spatial),
+        _axis_table(frame, frame_width, temporal),
+        _axis_table(column, column_width, spatial),
+        _axis_table(row, row_width, spatial),
     ]
     return np.concatenate(parts, axis=-1).reshape(frames, height * width, embed_dim)
 

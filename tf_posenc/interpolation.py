@@ -10,6 +10,8 @@ normalized antialias weights), in `keras.ops` so that a target size known only w
 runs works too; the table is then resized with one float32 matrix product per axis.
 """
 
+import math
+
 import keras
 import numpy as np
 from keras import ops
@@ -93,6 +95,15 @@ def _target_grid(target_grid):
     return sizes
 
 
+def square_side(patches):
+    """The side of a square grid of `patches` patches (a Python int or None), or None where
+    they are unknown or make no square."""
+    if patches is None or patches <= 0:
+        return None
+    side = math.isqrt(patches)
+    return side if side * side == patches else None
+
+
 def checked_options(num_prefix_tokens, convention, antialias):
     """The resize's options, checked: a non-negative prefix (none for SigLIP), a convention, a
     boolean `antialias`."""
@@ -103,9 +114,7 @@ def checked_options(num_prefix_tokens, convention, antialias):
             "`convention='siglip'` has no class token: `num_prefix_tokens` must be 0. "
             f"{_validation.received('num_prefix_tokens', num_prefix_tokens)}"
         )
-    if not isinstance(antialias, bool):
-        raise ValueError(f"`antialias` must be a boolean. {_validation.received('antialias', antialias)}")
-    return num_prefix_tokens, convention, antialias
+    return num_prefix_tokens, convention, _validation.boolean("antialias", antialias)
 
 
 def interpolate_position_embeddings(
@@ -153,8 +162,8 @@ def interpolate_position_embeddings(
             f"Received: embeddings.shape={tuple(embeddings.shape)}"
         )
     patches = table.shape[0] - num_prefix_tokens
-    side = int(round(patches**0.5)) if patches > 0 else 0
-    if patches <= 0 or side * side != patches:
+    side = square_side(patches)
+    if side is None:
         raise ValueError(
             f"`embeddings` must hold {num_prefix_tokens} prefix tokens (`num_prefix_tokens`) and then a "
             f"square grid of patches. Received: {table.shape[0]} tokens, leaving {patches}"

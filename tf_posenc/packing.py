@@ -12,32 +12,18 @@ NumPy where all its inputs are Python ints.
 
 import numbers
 
-import keras
+import keras  # noqa: F401 (the examples below use it)
 import numpy as np
 from keras import ops
 
-from tf_posenc import _positions, _validation
+from tf_posenc import _validation, attention
+from tf_posenc._positions import checked_segment_ids
 
 CONTEXT_PARALLEL_SCHEMES = ("zigzag", "contiguous")
 
 
 # Comparisons are `ops.equal` and friends, not `==`: on the symbolic tensors of a functional
 # model, `==` compares the objects themselves.
-
-
-def checked_segment_ids(segment_ids, name="segment_ids"):
-    """`segment_ids` as int32 `(batch, seq_len)`, after the checks: integers, 0 for padding and
-    positive ids for documents (a negative id is refused, by the graph where it is only known
-    when the graph runs)."""
-    segment_ids = ops.convert_to_tensor(segment_ids)
-    dtype = keras.backend.standardize_dtype(segment_ids.dtype)
-    if "int" not in dtype:
-        raise TypeError(f"`{name}` must hold integers (0 for padding). Received: {name}.dtype={dtype}")
-    if len(segment_ids.shape) != 2:
-        raise ValueError(
-            f"`{name}` must have shape (batch, seq_len). Received: {name}.shape={segment_ids.shape}"
-        )
-    return _positions.checked_values(name, segment_ids, allow_floats=False)
 
 
 def _column_index(values):
@@ -110,16 +96,13 @@ def segment_attention_mask(segment_ids, causal=False):
            [0, 0, 1, 0],
            [0, 0, 0, 0]])
     """
-    if not isinstance(causal, bool):
-        raise ValueError(f"`causal` must be a boolean. {_validation.received('causal', causal)}")
+    _validation.boolean("causal", causal)
     segment_ids = checked_segment_ids(segment_ids)
-    # expand_dims, not [..., None]: TensorFlow Lite has no builtin for that slice.
-    queries, keys = ops.expand_dims(segment_ids, 2), ops.expand_dims(segment_ids, 1)
-    mask = ops.logical_and(ops.equal(queries, keys), ops.not_equal(queries, 0))
-    if causal:
-        index = _column_index(segment_ids)
-        mask = ops.logical_and(mask, ops.greater_equal(ops.expand_dims(index, 2), ops.expand_dims(index, 1)))
-    return mask
+    # The token's own column is its position: `attention_mask`'s segment and causal rules.
+    index = _column_index(segment_ids)
+    return attention.attention_mask(
+        index, index, causal=causal, query_segment_ids=segment_ids, key_segment_ids=segment_ids
+    )
 
 
 def _check_split(seq_len, num_shards, scheme):

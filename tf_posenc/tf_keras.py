@@ -84,4 +84,4 @@ def hf_attention_layers(config, **kwargs):
     >>> type(plan[0].rope).__module__, plan[0].rope is plan[1].rope
     ('tf_posenc.tf_keras', True)
     """
-    return attention._plan(RotaryEmbedding, config, kwargs)  # noqa: F821 (made above)
+    return attention.attention_layers_with(RotaryEmbedding, config, **kwargs)  # noqa: F821 (made above)

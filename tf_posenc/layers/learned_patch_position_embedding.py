@@ -65,9 +65,8 @@ class LearnedPatchPositionEmbeddingMixin:
                 f"or (batch, height, width, {self.d_model}). Received: inputs.shape={shape}"
             )
         if grid is None:
-            patches = None if shape[1] is None else shape[1] - self.num_prefix_tokens
-            side = None if patches is None or patches <= 0 else int(round(patches**0.5))
-            if side is None or side * side != patches:
+            side = interpolation.square_side(None if shape[1] is None else shape[1] - self.num_prefix_tokens)
+            if side is None:
                 raise ValueError(
                     "`grid` must be given unless `inputs` holds a square grid of known size: its "
                     f"{self.num_prefix_tokens} prefix tokens, then height * width patches (or pass "

@@ -47,8 +47,11 @@ class PatchPositionalEncodingMixin:
         scales = _columns.grid_scales(
             [size if isinstance(size, int) else 1 for size in grid], self.base_size, self.interpolation_scale
         )
-        half = self.d_model // 2
-        parts = [(1, _grid.axis_constants(half, scales[1])), (0, _grid.axis_constants(half, scales[0]))]
+        column_width, row_width = _columns.grid_2d_widths(self.d_model)
+        parts = [
+            (1, _grid.axis_constants(column_width, scales[1])),
+            (0, _grid.axis_constants(row_width, scales[0])),
+        ]
         table = _grid.grid_table(grid, parts, self.compute_dtype)  # column half, then row half
         if len(inputs.shape) == 4:
             return table

@@ -29,9 +29,7 @@ class PositionalEmbeddingMixin:
         self.vocab_size = _validation.positive_int("vocab_size", vocab_size)
         self.d_model = _validation.positive_int("d_model", d_model)
         self.position = _validation.positive_int("position", position, maximum=_validation.MAX_POSITION)
-        if not isinstance(mask_zero, bool):
-            raise ValueError(f"`mask_zero` must be a boolean. {_validation.received('mask_zero', mask_zero)}")
-        self.mask_zero = mask_zero
+        self.mask_zero = _validation.boolean("mask_zero", mask_zero)
         self.max_wavelength, self.layout, self.convention, self.min_timescale = _validation.encoding_options(
             self.d_model, max_wavelength, layout, convention, min_timescale
         )

@@ -41,11 +41,7 @@ class RelativePositionBiasMixin(ScoreBiasMixin):
         super().__init__(**kwargs)
         self.num_heads = _validation.positive_int("num_heads", num_heads)
         self.num_buckets = _validation.positive_int("num_buckets", num_buckets)
-        if not isinstance(bidirectional, bool):
-            raise ValueError(
-                f"`bidirectional` must be a boolean. {_validation.received('bidirectional', bidirectional)}"
-            )
-        self.bidirectional = bidirectional
+        self.bidirectional = _validation.boolean("bidirectional", bidirectional)
         per_direction = num_buckets // 2 if bidirectional else num_buckets
         if per_direction < 2:
             raise ValueError(

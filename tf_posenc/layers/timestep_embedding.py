@@ -21,12 +21,7 @@ class TimestepEmbeddingMixin:
                 f"{downscale_freq_shift} with dim={self.dim}"
             )
         self.downscale_freq_shift = int(shift) if float(shift).is_integer() else shift
-        if not isinstance(flip_sin_to_cos, bool):
-            raise ValueError(
-                f"`flip_sin_to_cos` must be a boolean. "
-                f"{_validation.received('flip_sin_to_cos', flip_sin_to_cos)}"
-            )
-        self.flip_sin_to_cos = flip_sin_to_cos
+        self.flip_sin_to_cos = _validation.boolean("flip_sin_to_cos", flip_sin_to_cos)
         self.scale = _validation.number_at_least("scale", scale, 0, strict=True)
         self.supports_masking = False
         self._constants = _rows.column_constants(

@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from tf_posenc import _validation
+from tf_posenc import _columns, _validation
 from tf_posenc.layers import _grid
 from tf_posenc.layers.base import SinusoidLayer, config_entries
 
@@ -38,10 +38,11 @@ class VideoPositionalEncodingMixin:
         self.spatial_interpolation_scale = spatial_interpolation_scale
         self.temporal_interpolation_scale = temporal_interpolation_scale
         spatial, temporal = 1 / spatial_interpolation_scale, 1 / temporal_interpolation_scale
+        frame_width, column_width, row_width = _columns.grid_3d_widths(self.d_model)
         self._parts = [
-            (0, _grid.axis_constants(self.d_model // 4, temporal)),
-            (2, _grid.axis_constants(3 * self.d_model // 8, spatial)),  # the column
-            (1, _grid.axis_constants(3 * self.d_model // 8, spatial)),  # the row
+            (0, _grid.axis_constants(frame_width, temporal)),
+            (2, _grid.axis_constants(column_width, spatial)),  # the column
+            (1, _grid.axis_constants(row_width, spatial)),  # the row
         ]
 
     def call(self, inputs):
