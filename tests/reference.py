@@ -113,8 +113,11 @@ def transformers_rope(config, layer_type=None, seq_len=None):
     if rope_type == "su" or (config["model_type"] == "phi3" and rope_type == "yarn"):
         rope_type = "longrope"
     base = parameters.get("rope_theta", config.get("rope_theta", config.get("rotary_emb_base", 10000.0)))
+    # GLM's config classes set 0.5 where the config omits it (`kwargs.setdefault`).
+    default_partial = 0.5 if config["model_type"] in ("glm4", "glm4_moe") else 1.0
     partial = parameters.get(
-        "partial_rotary_factor", config.get("partial_rotary_factor", config.get("rotary_pct", 1.0))
+        "partial_rotary_factor",
+        config.get("partial_rotary_factor", config.get("rotary_pct", default_partial)),
     )
     head_dim = (
         config.get("qk_rope_head_dim")
@@ -135,6 +138,9 @@ def transformers_rope(config, layer_type=None, seq_len=None):
         return plain, 1.0, head_dim
     if rope_type == "linear":
         return plain / factor, 1.0, head_dim
+    if rope_type == "dynamic" and parameters.get("alpha"):  # HunYuan's `compute_ntk_alpha_rope_parameters`
+        grown = base * parameters["alpha"] ** (head_dim / (head_dim - 2))
+        return 1.0 / grown ** (np.arange(0, dim, 2) / dim), 1.0, head_dim
     if rope_type == "dynamic":
         extent = max(seq_len or max_positions, max_positions)
         grown = base * ((factor * extent / max_positions) - (factor - 1)) ** (dim / (dim - 2))
@@ -148,10 +154,11 @@ def transformers_rope(config, layer_type=None, seq_len=None):
         high_wavelength = original / parameters["high_freq_factor"]
         wavelength = 2 * math.pi / plain
         scaled = np.where(wavelength > low_wavelength, plain / factor, plain)
-        smooth = (original / wavelength - parameters["low_freq_factor"]) / (
-            parameters["high_freq_factor"] - parameters["low_freq_factor"]
-        )
-        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        with np.errstate(divide="ignore", invalid="ignore"):  # equal factors: 0 / 0, never selected
+            smooth = (original / wavelength - parameters["low_freq_factor"]) / (
+                parameters["high_freq_factor"] - parameters["low_freq_factor"]
+            )
+            smoothed = (1 - smooth) * scaled / factor + smooth * scaled
         medium = ~(wavelength < high_wavelength) & ~(wavelength > low_wavelength)
         return np.where(medium, smoothed, scaled), 1.0, head_dim
     if factor is None:

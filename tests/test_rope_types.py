@@ -18,7 +18,8 @@ from tf_posenc import RotaryEmbedding, _rope_types
 
 # Printed by transformers 5.24.0 (torch 2.13.0 CPU) for the configs of `hf_configs.py`:
 # `<Model>RotaryEmbedding(config)` (Llama, Qwen2, Qwen3, DeepseekV3, GptOss, Phi3, Gemma3,
-# Gemma4Text, GPTNeoX); its `inv_freq` buffer at three pair indices and `attention_scaling`;
+# Gemma4Text, GPTNeoX; DeepseekV3 for Kimi-K2, HunYuanDenseV1, Glm4, Glm4Moe, Llama4Text, whose
+# cos and sin are the real and imaginary parts of its `freqs_cis`, Ministral3); its `inv_freq` buffer at three pair indices and `attention_scaling`;
 # `forward(x, position_ids=[[0, 1, 1000, 4000]])` cos and sin at position 1000, at the first
 # column and at the last column of the first half; and the `inv_freq` after a forward pass over
 # positions up to 131071 (where LongRoPE and dynamic NTK change it).
@@ -110,6 +111,42 @@ TRANSFORMERS_PRINTED = {
         "sin_1000": [0.8268795609474182, 0.11522170901298523],
         "inv_freq_131072": {0: 1.0, 32: 0.0012191279092803597, 63: 1.8329873228140059e-06},
     },
+    "kimi-k2": {
+        "inv_freq": {0: 1.0, 16: 0.004472136031836271, 31: 8.764412768869079e-07},
+        "attention_scaling": 1.0,
+        "cos_1000": [0.5623790621757507, 0.9999996423721313],
+        "sin_1000": [0.8268795609474182, 0.0008764411322772503],
+    },
+    "hunyuan-7b": {
+        "inv_freq": {0: 1.0, 32: 0.00029935772181488574, 63: 1.1547820122359553e-07},
+        "attention_scaling": 1.0,
+        "cos_1000": [0.5623790621757507, 1.0],
+        "sin_1000": [0.8268795609474182, 0.00011547820031410083],
+    },
+    "glm-4-0414": {
+        "inv_freq": {0: 1.0, 16: 0.009999999776482582, 31: 0.0001333521504420787},
+        "attention_scaling": 1.0,
+        "cos_1000": [0.5623790621757507, 0.991121768951416],
+        "sin_1000": [0.8268795609474182, 0.13295726478099823],
+    },
+    "glm-4.5": {
+        "inv_freq": {0: 1.0, 16: 0.0010000000474974513, 31: 1.5399265294036013e-06},
+        "attention_scaling": 1.0,
+        "cos_1000": [0.5623790621757507, 0.9999988079071045],
+        "sin_1000": [0.8268795609474182, 0.0015399259282276034],
+    },
+    "llama-4-scout": {
+        "inv_freq": {0: 1.0, 32: 0.001414213445968926, 63: 1.5344629389346665e-07},
+        "attention_scaling": 1.0,
+        "cos_1000": [0.5623790621757507, 1.0],
+        "sin_1000": [0.8268795609474182, 0.00015344629355240613],
+    },
+    "ministral-3": {
+        "inv_freq": {0: 1.0, 32: 0.0003382352879270911, 63: 7.75586102008674e-08},
+        "attention_scaling": 1.0,
+        "cos_1000": [0.5623790621757507, 1.0],
+        "sin_1000": [0.8268795609474182, 7.755860860925168e-05],
+    },
 }
 
 FAMILIES = [
@@ -127,6 +164,12 @@ FAMILIES = [
     ("gemma-4", "sliding_attention"),
     ("gpt-neox-20b", None),
     ("llama-2-7b-dynamic", None),
+    ("kimi-k2", None),
+    ("hunyuan-7b", None),
+    ("glm-4-0414", None),
+    ("glm-4.5", None),
+    ("llama-4-scout", None),
+    ("ministral-3", None),
 ]
 FAMILY_IDS = [name if layer_type is None else f"{name}/{layer_type}" for name, layer_type in FAMILIES]
 
@@ -155,6 +198,15 @@ EXPECTED_ARGUMENTS = {
     "gpt-neox-20b": {"rope_type": "linear", "partial_rotary_factor": 0.25, "layout": "half"},
     "llama-2-7b-dynamic": {"rope_type": "dynamic_ntk", "scaling_factor": 2.0,
                            "max_position_embeddings": 4096},
+    "kimi-k2": {"rope_type": "yarn", "max_wavelength": 50000.0, "scaling_factor": 32.0, "beta_fast": 1.0,
+                "beta_slow": 1.0, "layout": "interleave"},
+    "hunyuan-7b": {"rope_type": "ntk", "scaling_factor": 1000.0, "max_wavelength": 10000.0},
+    "glm-4-0414": {"rope_type": "linear", "partial_rotary_factor": 0.5, "layout": "interleave"},
+    "glm-4.5": {"rope_type": "linear", "partial_rotary_factor": 0.5, "layout": "half"},
+    "llama-4-scout": {"rope_type": "llama3", "scaling_factor": 16.0, "low_freq_factor": 1.0,
+                      "high_freq_factor": 1.0, "layout": "interleave"},
+    "ministral-3": {"rope_type": "yarn", "scaling_factor": 16.0, "original_max_position_embeddings": 16384,
+                    "max_position_embeddings": 262144},
 }  # fmt: skip
 
 
@@ -431,8 +483,13 @@ def config_with(name, **changes):
          r"`mrope_section` must add up to the 64"),
         (config_with("qwen3-8b", rope_scaling={"rope_type": "ntk-by-parts", "factor": 2.0}), None,
          r"`rope_type` must be one of"),
-        (config_with("qwen3-8b", head_dim=None, hidden_size=None), None, r"rotary head size"),
-        (config_with("llama-2-7b-dynamic", max_position_embeddings=None), None, r"`max_position_embeddings`"),
+        # Without a model type no config class fills the keys in.
+        (config_with("qwen3-8b", head_dim=None, hidden_size=None, model_type=None), None, r"rotary head size"),
+        (config_with("llama-2-7b-dynamic", max_position_embeddings=None, model_type=None), None,
+         r"`max_position_embeddings`"),
+        (config_with("qwen3-8b", model_type="mamba"), None, r"`model_type` must be one whose position rules"),
+        ({"text_config": {**CONFIGS["qwen3-8b"], "model_type": "falcon_h1"}, "model_type": "llava"}, None,
+         r"Received: model_type='falcon_h1'"),
         (config_with("qwen3-8b", rope_scaling={"rope_type": "linear"}), None, r"must give `factor`"),
         (config_with("gpt-neox-20b", rotary_pct=0.27), None, r"even, positive number of rotating features"),
     ],
@@ -440,6 +497,7 @@ def config_with(name, **changes):
         "llama3-key-missing", "longrope-list-missing", "longrope-list-length", "layer-type-needed",
         "layer-type-unknown", "layer-type-unwanted", "two-type-keys", "two-parameter-dicts",
         "two-partial-factors", "mrope-sections", "unknown-type", "no-head-size", "dynamic-without-context",
+        "unknown-model-type", "unknown-language-model-type",
         "linear-without-factor", "odd-partial-width",
     ],
 )  # fmt: skip
@@ -458,7 +516,7 @@ def test_missing_or_contradictory_config_keys_are_named(config, layer_type, mess
         ({"rope_type": "dynamic_ntk", "scaling_factor": 2.0}, r"needs `max_position_embeddings`"),
         ({"partial_rotary_factor": 0}, r"`partial_rotary_factor` must be a finite number greater than 0"),
         ({"partial_rotary_factor": 1.5}, r"`partial_rotary_factor` must be in \(0, 1\]"),
-        ({"rope_type": "llama3", "low_freq_factor": 4.0, "high_freq_factor": 1.0}, r"greater than `low_freq"),
+        ({"rope_type": "llama3", "low_freq_factor": 4.0, "high_freq_factor": 1.0}, r"at least `low_freq"),
         ({"attention_factor": 0.0}, r"`attention_factor` must be a finite number greater than 0"),
         ({"mscale": -1.0}, r"`mscale` must be a finite number at least 0"),
         ({"max_position_embeddings": 0}, r"`max_position_embeddings` must be a positive integer"),

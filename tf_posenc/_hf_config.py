@@ -7,12 +7,14 @@ two keys that disagree, is a `ValueError` naming it (transformers' validators ra
 first and warn for some of the second; a port should not start from a guess).
 """
 
+import copy
 import json
+import math
 import os
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from tf_posenc import _rope_types, _validation
+from tf_posenc import _hf_defaults, _rope_types, _validation
 
 _LAYER_TYPES = ("full_attention", "sliding_attention")
 
@@ -43,10 +45,68 @@ def _language_model(config):
     return config
 
 
+MODEL_TYPES = tuple(sorted({*_hf_defaults.DEFAULTS, *_hf_defaults.TEXT_MODEL_TYPES}))
+
+
+def _language_model_type(config, language):
+    """The model type whose rules apply: the language model's (`text_config`'s where the config
+    has one), or None for a config that names none."""
+    text = config.get("text_config")
+    text = _as_dict(text) if text is not None else {}
+    model_type = text.get("model_type") or language.get("model_type") or config.get("model_type")
+    if model_type is None:
+        return None
+    if model_type not in MODEL_TYPES:
+        raise ValueError(
+            f"`model_type` must be one whose position rules tf_posenc reads, one of {list(MODEL_TYPES)}. "
+            f"Received: model_type={model_type!r}"
+        )
+    return _hf_defaults.TEXT_MODEL_TYPES.get(model_type, model_type)
+
+
+def _with_defaults(config, model_type):
+    """`config` with every key tf_posenc reads that it omits filled in as its model's
+    transformers config class fills it (`_hf_defaults`); a key given as null stays null."""
+    defaults = _hf_defaults.DEFAULTS[model_type]
+    rope_keys = ("rope_parameters", "rope_theta", "rope_local_base_freq", "partial_rotary_factor")
+    filled = dict(config)
+    for key, value in defaults.items():
+        if key not in rope_keys:
+            filled.setdefault(key, value)
+    given = _rope_parameters(config)
+    default_rope = defaults["rope_parameters"]
+    if "full_attention" in default_rope:  # Gemma 3, 3n, 4: a rope per layer type
+        if not given and not any(key in config for key in ("rope_theta", "rope_local_base_freq")):
+            filled["rope_parameters"] = copy.deepcopy(default_rope)
+        elif not _nested_layer_types(config, given):  # the 4.x keys
+            filled.setdefault("rope_local_base_freq", defaults["rope_local_base_freq"])
+            if given.get("rope_theta") is None:
+                filled.setdefault("rope_theta", defaults["rope_theta"])
+        return filled
+    rope = given or dict(default_rope)
+    if not given:
+        filled["rope_parameters"] = rope
+    if rope.get("rope_theta") is None and "rotary_emb_base" not in config:  # GPT-NeoX's old key
+        filled.setdefault("rope_theta", defaults["rope_theta"])
+    partials = ("partial_rotary_factor", "rotary_pct")
+    if "partial_rotary_factor" in defaults and not any(
+        config.get(key) is not None or given.get(key) is not None for key in partials
+    ):
+        filled["partial_rotary_factor"] = defaults["partial_rotary_factor"]
+    return filled
+
+
 def read(config):
     """`config` (a dict, a path, a checkpoint folder or a transformers config) as a dict: the
-    language model's part of a multimodal config."""
-    return _language_model(_as_dict(config))
+    language model's part of a multimodal config, with the keys it omits filled in as its
+    model's transformers config class fills them. A model type without rules here is a
+    `ValueError`."""
+    whole = _as_dict(config)
+    language = _language_model(whole)
+    model_type = _language_model_type(whole, language)
+    if model_type is None:
+        return language
+    return _with_defaults({**language, "model_type": language.get("model_type", model_type)}, model_type)
 
 
 def _one(name, candidates, default=None):
@@ -135,7 +195,14 @@ def rotary_arguments(config, layer_type=None):
     )
     if config.get("model_type") == "phi3" and given_type == "yarn":
         given_type = "longrope"  # as transformers' Phi3Config reads Phi-3's old configs
-    rope_type, scaled = _rope_types.from_transformers_name(given_type)
+    ntk_alpha = given_type == "dynamic" and bool(parameters.get("alpha"))
+    if ntk_alpha:
+        # HunYuan's "dynamic" with `alpha`: a static NTK base, rope_theta * alpha ** (d / (d - 2)),
+        # at every position (its modeling code renames it "ntk_alpha"; `factor` is not read).
+        given_type, parameters = "ntk", {**parameters, "factor": parameters["alpha"]}
+        rope_type, scaled = "ntk", True
+    else:
+        rope_type, scaled = _rope_types.from_transformers_name(given_type)
     record = _rope_types.REGISTRY[rope_type]
     for key in record.hf_required:
         if (key != "factor" or scaled) and parameters.get(key) is None:
@@ -199,6 +266,7 @@ def _interleaves(config):
     pairs `2j` with `2j + 1` in their code (Cohere's `repeat_interleave`, Llama 4's and
     DeepSeek-V2's complex products)."""
     return config.get("model_type") in (
+        "glm4",  # GLM-4-0414's `repeat_interleave`; GLM-4.5 (glm4_moe) rotates halves
         "deepseek_v2",
         "deepseek_v3",
         "deepseek_v32",
@@ -210,33 +278,33 @@ def _interleaves(config):
     )
 
 
-# Each model type's config class defaults (transformers 5.24), for config.json files that omit
-# the keys.
+# Each model type's rules (transformers 5.24's config classes and attention modules); the keys a
+# config.json omits are filled in first (`_hf_defaults`).
 _ATTENTION_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
-_SLIDING_WINDOW_DEFAULTS = {
-    "mistral": 4096,
-    "qwen2": 4096,
-    "qwen2_moe": 4096,
-    "qwen3": 4096,
-    "qwen3_moe": 4096,
-    "gemma2": 4096,
-    "gemma3": 4096,
-    "gemma3_text": 4096,
-    "cohere2": 4096,
-    "gpt_oss": 128,
+# Layers of every `pattern`-th index full, the others sliding, where `layer_types` is absent.
+_PATTERN_DEFAULTS = {
+    "gemma2": 2,
+    "gpt_oss": 2,
+    "gemma3": 6,
+    "gemma3_text": 6,
+    "gemma3n": 5,
+    "gemma3n_text": 5,
+    "cohere2": 4,
 }
-_PATTERN_DEFAULTS = {"gemma2": 2, "gpt_oss": 2, "gemma3": 6, "gemma3_text": 6, "cohere2": 4}
 _MAX_WINDOW_LAYERS = ("qwen2", "qwen3")
 # Models without layer types whose mask slides on every layer once `sliding_window` is set.
 _EVERY_LAYER_SLIDES = ("mistral", "mixtral", "ministral3", "phi3", "phimoe", "starcoder2", "qwen3_moe")
 _USE_SLIDING_WINDOW = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "smollm3")
 _NO_ROPE_LAYERS = ("llama4", "llama4_text", "smollm3")
+_KV_SHARING = ("gemma3n", "gemma3n_text", "gemma4", "gemma4_text")
+_MLA = ("deepseek_v2", "deepseek_v3", "deepseek_v32")
 
 
 class LayerEntry(NamedTuple):
     """One decoder layer's position side, in plain Python: whether it rotates, with the rope
     of which layer type (`None`: the config's only rope), its window, chunk, temperature
-    (`(floor_scale, attn_scale)` or None) and whether it is causal."""
+    (`(floor_scale, attn_scale, offset)` or None), whether it is causal, its softmax scale and
+    the layer whose keys and values it reuses (or None)."""
 
     rotates: bool
     rope_key: str | None
@@ -244,6 +312,8 @@ class LayerEntry(NamedTuple):
     chunk_size: int | None
     temperature: tuple | None
     causal: bool
+    scaling: float
+    kv_shared_layer_index: int | None
 
 
 def _count(config):
@@ -272,7 +342,7 @@ def _no_rope_layers(config):
 def _sliding_window(config):
     """The window of the config's sliding layers, after its config class's rules."""
     model_type = config.get("model_type")
-    window = config.get("sliding_window", _SLIDING_WINDOW_DEFAULTS.get(model_type))
+    window = config.get("sliding_window")
     if model_type in _USE_SLIDING_WINDOW and not config.get("use_sliding_window", False):
         return None  # Qwen2 and SmolLM3 set a window only with `use_sliding_window`
     return window
@@ -297,19 +367,19 @@ def layer_types_of(config):
         pattern = config.get("sliding_window_pattern") or _PATTERN_DEFAULTS[model_type]
         return ["sliding_attention" if (index + 1) % pattern else "full_attention" for index in range(layers)]
     if model_type in _MAX_WINDOW_LAYERS:
-        window, first = _sliding_window(config), config.get("max_window_layers", 28)
+        window, first = _sliding_window(config), config.get("max_window_layers")
         return [
             "sliding_attention" if window is not None and index >= first else "full_attention"
             for index in range(layers)
         ]
     if model_type == "qwen2_moe":  # every other layer below `max_window_layers`
-        sliding, first = config.get("use_sliding_window", False), config.get("max_window_layers", 28)
+        sliding, first = config.get("use_sliding_window", False), config.get("max_window_layers")
         return [
             "sliding_attention" if sliding and (index + 1) % 2 and index < first else "full_attention"
             for index in range(layers)
         ]
     if model_type in ("llama4", "llama4_text"):
-        chunked = config.get("attention_chunk_size", 8192) is not None
+        chunked = config.get("attention_chunk_size") is not None
         return [
             "chunked_attention" if rotates and chunked else "full_attention"
             for rotates in _no_rope_layers(config)
@@ -355,6 +425,7 @@ def attention_layers(config):
         )
     if not causal and window is not None:
         window //= 2  # Gemma 3's bidirectional window: |q - k| < W // 2 + 1
+    scale = _softmax_scale(config, parameters)
     entries = []
     for kind, rotates in zip(types, rotating, strict=True):
         if model_type == "cohere2":
@@ -363,15 +434,59 @@ def attention_layers(config):
             layer_window = window  # its mask takes the config's window on every layer
         else:
             layer_window = window if kind == "sliding_attention" else None
-        chunk = config.get("attention_chunk_size", 8192) if kind == "chunked_attention" else None
+        chunk = config.get("attention_chunk_size") if kind == "chunked_attention" else None
         temperature = None
-        if (
-            model_type in ("llama4", "llama4_text")
-            and not rotates
-            and config.get("attn_temperature_tuning", True)
-        ):
-            temperature = (config.get("floor_scale", 8192), config.get("attn_scale", 0.1))
+        if model_type in ("llama4", "llama4_text") and not rotates and config.get("attn_temperature_tuning"):
+            temperature = (config["floor_scale"], config["attn_scale"], 1)
+        if model_type == "ministral3" and parameters.get("llama_4_scaling_beta") is not None:
+            # Llama 4's rule on every layer, from position 0: `get_llama_4_attn_scale`.
+            temperature = (
+                parameters["original_max_position_embeddings"],
+                parameters["llama_4_scaling_beta"],
+                0,
+            )
         entries.append(
-            LayerEntry(bool(rotates), kind if per_type else None, layer_window, chunk, temperature, causal)
+            LayerEntry(
+                bool(rotates), kind if per_type else None, layer_window, chunk, temperature, causal, scale, None
+            )
         )
-    return entries
+    return [
+        entry._replace(kv_shared_layer_index=source)
+        for entry, source in zip(entries, _kv_sources(config, types), strict=True)
+    ]
+
+
+def _softmax_scale(config, parameters):
+    """The `self.scaling` of the model's attention modules: what multiplies `q . k`."""
+    model_type = config.get("model_type")
+    if model_type in ("gemma2", "gemma3", "gemma3_text"):
+        return config["query_pre_attn_scalar"] ** -0.5
+    if model_type in _KV_SHARING:  # Gemma 3n and 4 normalise their queries and keys instead
+        return 1.0
+    if model_type in _MLA:  # DeepSeek: `yarn_apply_mscale` of the whole query head
+        scale = (config["qk_nope_head_dim"] + config["qk_rope_head_dim"]) ** -0.5
+        factor, weight = parameters.get("factor"), parameters.get("mscale_all_dim")
+        if parameters.get("rope_type", parameters.get("type", "default")) != "default" and weight:
+            if factor is not None and factor > 1:
+                mscale = 0.1 * weight * math.log(factor) + 1.0
+                scale *= mscale * mscale
+        return scale
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    return head_dim**-0.5
+
+
+def _kv_sources(config, types):
+    """For each layer, the layer whose keys and values it reuses (Gemma 3n's and 4's last
+    `num_kv_shared_layers`: the last earlier layer of their type, `kv_sharing_modes`), or None."""
+    shared = config.get("num_kv_shared_layers") or 0
+    if config.get("model_type") not in _KV_SHARING or not shared:
+        return [None] * len(types)
+    first = len(types) - shared
+    sources = {kind: index for index, kind in enumerate(types[:first])}  # the last of each type
+    missing = sorted(set(types[first:]) - set(sources))
+    if first < 0 or missing:
+        raise ValueError(
+            "The config's last `num_kv_shared_layers` layers must each reuse an earlier layer of their "
+            f"type. Received: num_kv_shared_layers={shared}, layer_types={types}"
+        )
+    return [None] * first + [sources[kind] for kind in types[first:]]

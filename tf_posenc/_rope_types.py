@@ -135,6 +135,8 @@ def _llama3(dim, options, seq_len):
         options.high_freq_factor,
     )
     wavelength = 2 * math.pi / plain
+    if high == low:  # Llama 4 Scout: no band to blend across, a step at original / low
+        return np.where(wavelength > original / low, plain / factor, plain)
     smooth = (original / wavelength - low) / (high - low)
     blended = (1 - smooth) * plain / factor + smooth * plain
     return np.where(
@@ -175,9 +177,9 @@ def _longrope_scale(factor, options):
 
 
 def _check_llama3(options):
-    if not options.high_freq_factor > options.low_freq_factor:
+    if options.high_freq_factor < options.low_freq_factor:
         raise ValueError(
-            "`high_freq_factor` must be greater than `low_freq_factor`. Received: "
+            "`high_freq_factor` must be at least `low_freq_factor`. Received: "
             f"high_freq_factor={options.high_freq_factor}, low_freq_factor={options.low_freq_factor}"
         )
 
@@ -379,7 +381,8 @@ def rotary_frequencies(
       positions (YaRN; keras-hub and transformers compute the same frequencies).
     * `"llama3"` divides the frequencies whose wavelength exceeds
       `original_max_position_embeddings / low_freq_factor` by `scaling_factor`, keeps those
-      below `original_max_position_embeddings / high_freq_factor`, and blends in between.
+      below `original_max_position_embeddings / high_freq_factor`, and blends in between
+      (with equal factors, as Llama 4 Scout's, there is no blend: a step at the boundary).
     * `"longrope"` divides frequency `j` by `long_factor[j]` when `seq_len` (the largest
       position of the call + 1) exceeds `original_max_position_embeddings`, else by
       `short_factor[j]` (LongRoPE, Phi-3).

@@ -175,20 +175,25 @@ def attention_mask(
 
 
 class Temperature(NamedTuple):
-    """Llama 4's attention temperature of its layers without rotation: the arguments of
-    `attention_temperature` after `positions`."""
+    """A query scale by position (Llama 4's layers without rotation, every layer of Ministral
+    3): the arguments of `attention_temperature` after `positions`."""
 
     floor_scale: float
     attn_scale: float
+    offset: int = 1
 
 
-def attention_temperature(positions, floor_scale, attn_scale):
-    """Llama 4's query scale for its layers without rotation (temperature tuning).
+def attention_temperature(positions, floor_scale, attn_scale, offset=1):
+    """Llama 4's query scale for its layers without rotation (temperature tuning), and
+    Ministral 3's for all its layers.
 
-    `log(floor((p + 1) / floor_scale) + 1) * attn_scale + 1` for each position `p`, computed in
-    float32 as transformers 5.24's `Llama4TextAttention` computes it, except the floor, which
-    for an integer `floor_scale` is exact integer arithmetic (transformers divides in float32,
-    which is the same below 2**24). transformers takes `p` from the cache, not from the tokens:
+    `log(floor((p + offset) / floor_scale) + 1) * attn_scale + 1` for each position `p`,
+    computed in float32 as transformers 5.24's `Llama4TextAttention` (`offset=1`) and
+    Ministral 3's `get_llama_4_attn_scale` (`offset=0`, `floor_scale` its
+    `original_max_position_embeddings`, `attn_scale` its `llama_4_scaling_beta`, at the position
+    ids) compute it, except the floor, which for an integer `floor_scale` is exact integer
+    arithmetic (transformers divides in float32, which is the same below 2**24). For Llama 4,
+    transformers takes `p` from the cache, not from the tokens:
     `past_seen_tokens + arange(seq_len)` (`Llama4TextAttention.forward`), the slots a call
     writes, which count left padding and are the same in every row. To match it, pass those
     slots (`start_index + arange(seq_len)`), not the positions of `positions_from_mask`, which
@@ -198,6 +203,8 @@ def attention_temperature(positions, floor_scale, attn_scale):
         positions: Integer tensor of any shape: the queries' positions.
         floor_scale: Positive number (Llama 4: `8192`).
         attn_scale: Number (Llama 4: `0.1`).
+        offset: `0` or `1`: added to each position before the floor. Defaults to `1`
+            (Llama 4).
 
     Returns:
         A float32 tensor of the shape of `positions`; multiply the queries by it (for
@@ -211,16 +218,20 @@ def attention_temperature(positions, floor_scale, attn_scale):
     """
     floor_scale = _validation.number_at_least("floor_scale", floor_scale, 0, strict=True)
     attn_scale = _validation.number_at_least("attn_scale", attn_scale, float("-inf"))
+    if isinstance(offset, bool) or offset not in (0, 1):
+        raise ValueError(
+            f"`offset` must be 0 or 1. Received: offset={offset!r} (of type {type(offset).__name__})"
+        )
     positions = _positions.checked_values("positions", positions)
     if floor_scale.is_integer():
         # floor((p + 1) / s) without forming p + 1, which may not fit an int32.
         scale = int(floor_scale)
-        steps = ops.floor_divide(positions, scale) + ops.cast(
-            ops.equal(positions % scale, scale - 1), "int32"
-        )
+        steps = ops.floor_divide(positions, scale)
+        if offset:
+            steps = steps + ops.cast(ops.equal(positions % scale, scale - 1), "int32")
         steps = ops.cast(steps, "float32")
     else:
-        steps = ops.floor((ops.cast(positions, "float32") + 1.0) / floor_scale)
+        steps = ops.floor((ops.cast(positions, "float32") + float(offset)) / floor_scale)
     return ops.log1p(steps) * attn_scale + 1.0
 
 
@@ -230,7 +241,11 @@ class AttentionLayer(NamedTuple):
     `rope`: the `RotaryEmbedding` its queries and keys rotate with (one object per distinct
     rotation), or `None` for a layer without rotation. `sliding_window`, `chunk_size` and
     `causal`: the arguments of `attention_mask` for this layer. `temperature`: `None`, or the
-    `Temperature` whose `attention_temperature` scales its queries.
+    `Temperature` whose `attention_temperature` scales its (rotated) queries. `scaling`: the
+    softmax scale of `q . k`, transformers' `self.scaling` of the layer's attention module
+    (`keras.ops.dot_product_attention(scale=...)`). `kv_shared_layer_index`: `None` for a layer
+    that computes its own keys and values, or the index of the layer whose keys and values
+    (already rotated) it attends to, rotating only its queries (Gemma 3n's last layers).
     """
 
     rope: object
@@ -238,6 +253,8 @@ class AttentionLayer(NamedTuple):
     chunk_size: int | None
     temperature: Temperature | None
     causal: bool = True
+    scaling: float | None = None
+    kv_shared_layer_index: int | None = None
 
 
 def hf_attention_layers(config, **kwargs):
@@ -309,5 +326,15 @@ def attention_layers_with(rope_class, config, **kwargs):
                 ropes[entry.rope_key] = rope_class(**{**arguments, **kwargs})
             rope = ropes[entry.rope_key]
         temperature = None if entry.temperature is None else Temperature(*entry.temperature)
-        layers.append(AttentionLayer(rope, entry.sliding_window, entry.chunk_size, temperature, entry.causal))
+        layers.append(
+            AttentionLayer(
+                rope,
+                entry.sliding_window,
+                entry.chunk_size,
+                temperature,
+                entry.causal,
+                entry.scaling,
+                entry.kv_shared_layer_index,
+            )
+        )
     return layers
