@@ -1002,6 +1002,50 @@ def test_bad_plan_configs_are_clear_errors(config, message):
         hf_attention_layers({**TINY, **config})
 
 
+# Printed by transformers 5.24.0: `AutoConfig.for_model(model_type, num_hidden_layers=...)`, the
+# attributes its config class fills in for a config.json that gives no other key.
+TRIMMED_LAYERS = {"gpt_oss": 4, "llama4_text": 4, "smollm3": 4, "gemma3_text": 7, "ministral3": 2}
+TRANSFORMERS_FILLED = {
+    "gpt_oss": {"rope_parameters": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 4096, "rope_theta": 150000.0}, "head_dim": 64, "max_position_embeddings": 131072, "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"], "no_rope_layers": None, "attention_chunk_size": None, "query_pre_attn_scalar": None},
+    "llama4_text": {"rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"}, "head_dim": 128, "max_position_embeddings": 131072, "sliding_window": None, "layer_types": ["chunked_attention", "chunked_attention", "chunked_attention", "full_attention"], "no_rope_layers": [1, 1, 1, 0], "attention_chunk_size": 8192, "query_pre_attn_scalar": None},
+    "smollm3": {"rope_parameters": {"rope_theta": 2000000.0, "rope_type": "default"}, "head_dim": 128, "max_position_embeddings": 32768, "sliding_window": None, "layer_types": ["full_attention", "full_attention", "full_attention", "full_attention"], "no_rope_layers": [1, 1, 1, 0], "attention_chunk_size": None, "query_pre_attn_scalar": None},
+    "gemma3_text": {"rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}, "full_attention": {"rope_type": "default", "rope_theta": 1000000.0}}, "head_dim": 256, "max_position_embeddings": 131072, "sliding_window": 4096, "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention"], "no_rope_layers": None, "attention_chunk_size": None, "query_pre_attn_scalar": 256},
+    "ministral3": {"rope_parameters": {"type": "yarn", "rope_theta": 1000000.0, "factor": 16.0, "original_max_position_embeddings": 16384, "max_position_embeddings": 262144, "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0, "llama_4_scaling_beta": 0.1, "rope_type": "yarn"}, "head_dim": 128, "max_position_embeddings": 262144, "sliding_window": None, "layer_types": None, "no_rope_layers": None, "attention_chunk_size": None, "query_pre_attn_scalar": None},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("model_type", TRIMMED_LAYERS)
+def test_a_config_without_rope_keys_gets_its_config_classs_defaults(model_type):
+    config = {"model_type": model_type, "num_hidden_layers": TRIMMED_LAYERS[model_type]}
+    filled = TRANSFORMERS_FILLED[model_type]
+    plan = hf_attention_layers(config)
+    kinds = filled["layer_types"] or ["full_attention"] * len(plan)
+    for index, (entry, kind) in enumerate(zip(plan, kinds, strict=True)):
+        rotates = filled["no_rope_layers"] is None or filled["no_rope_layers"][index] == 1
+        assert (entry.rope is not None) == rotates, index
+        assert entry.sliding_window == (filled["sliding_window"] if kind == "sliding_attention" else None)
+        assert entry.chunk_size == (filled["attention_chunk_size"] if kind == "chunked_attention" else None)
+        assert entry.scaling == pytest.approx((filled["query_pre_attn_scalar"] or filled["head_dim"]) ** -0.5)
+        if entry.rope is None:
+            continue
+        nested = filled["rope_parameters"].get(kind)
+        parameters = nested or filled["rope_parameters"]
+        rope = RotaryEmbedding.from_hf_config(
+            config, layer_type=kind if nested else None, name=entry.rope.name
+        )
+        assert rope.get_config() == entry.rope.get_config()
+        assert rope.max_wavelength == parameters["rope_theta"]
+        assert rope.max_position_embeddings == filled["max_position_embeddings"]
+        expected_type = {"default": "linear"}.get(parameters["rope_type"], parameters["rope_type"])
+        assert rope.rope_type == expected_type
+        assert rope.scaling_factor == parameters.get("factor")
+        for key in ("beta_fast", "beta_slow", "truncate", "original_max_position_embeddings"):
+            if key in parameters:
+                assert getattr(rope, key) == parameters[key], key
+        # The rope's own head size is the filled-in one.
+        assert rope.frequencies(filled["head_dim"]).shape == (filled["head_dim"] // 2,)
+
+
 # ---------------------------------------------------------------------------------------------
 # Runtimes: a model that computes its rows and mask once from positions it is given
 

@@ -477,6 +477,275 @@ def test_mrope_positions_are_transformers_get_rope_index():
         mrope_positions([[0, 3]])
 
 
+# transformers 5.24's Qwen3VLModel.get_rope_index (with get_vision_position_ids) on a batch with
+# images 1x4x6 and 1x2x2 and a 3x4x4 video whose frames sit between two timestamp text tokens
+# each, spatial_merge_size 2, row 0 left-padded by 2: its printed ids and deltas.
+QWEN3_VL_TYPES = [
+    [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 2, 2, 2, 2, 0, 0, 2, 2, 2, 2, 0],
+    [0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+]
+QWEN3_VL_MASK = [
+    [0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+    [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+]
+QWEN3_VL_IDS = [
+    [
+        [
+            0,
+            0,
+            0,
+            1,
+            2,
+            3,
+            3,
+            3,
+            3,
+            3,
+            3,
+            6,
+            7,
+            8,
+            9,
+            10,
+            10,
+            10,
+            10,
+            12,
+            13,
+            14,
+            14,
+            14,
+            14,
+            16,
+            17,
+            18,
+            18,
+            18,
+            18,
+            20,
+        ],
+        [
+            0,
+            1,
+            2,
+            3,
+            4,
+            5,
+            6,
+            7,
+            8,
+            9,
+            10,
+            11,
+            12,
+            13,
+            14,
+            15,
+            16,
+            17,
+            18,
+            19,
+            20,
+            21,
+            22,
+            23,
+            24,
+            25,
+            26,
+            27,
+            28,
+            29,
+            30,
+            31,
+        ],
+    ],
+    [
+        [
+            0,
+            0,
+            0,
+            1,
+            2,
+            3,
+            3,
+            3,
+            4,
+            4,
+            4,
+            6,
+            7,
+            8,
+            9,
+            10,
+            10,
+            11,
+            11,
+            12,
+            13,
+            14,
+            14,
+            15,
+            15,
+            16,
+            17,
+            18,
+            18,
+            19,
+            19,
+            20,
+        ],
+        [
+            0,
+            1,
+            2,
+            3,
+            4,
+            5,
+            6,
+            7,
+            8,
+            9,
+            10,
+            11,
+            12,
+            13,
+            14,
+            15,
+            16,
+            17,
+            18,
+            19,
+            20,
+            21,
+            22,
+            23,
+            24,
+            25,
+            26,
+            27,
+            28,
+            29,
+            30,
+            31,
+        ],
+    ],
+    [
+        [
+            0,
+            0,
+            0,
+            1,
+            2,
+            3,
+            4,
+            5,
+            3,
+            4,
+            5,
+            6,
+            7,
+            8,
+            9,
+            10,
+            11,
+            10,
+            11,
+            12,
+            13,
+            14,
+            15,
+            14,
+            15,
+            16,
+            17,
+            18,
+            19,
+            18,
+            19,
+            20,
+        ],
+        [
+            0,
+            1,
+            2,
+            3,
+            4,
+            5,
+            6,
+            7,
+            8,
+            9,
+            10,
+            11,
+            12,
+            13,
+            14,
+            15,
+            16,
+            17,
+            18,
+            19,
+            20,
+            21,
+            22,
+            23,
+            24,
+            25,
+            26,
+            27,
+            28,
+            29,
+            30,
+            31,
+        ],
+    ],
+]
+QWEN3_VL_DELTAS = [[-9], [0]]
+
+
+def qwen3_vl_rope_index(types, mask, images, videos, merge):
+    """Qwen3-VL's rule restated: each video frame its own (1, h, w) grid; a vision run's ids
+    are its start plus (0, row, column); text continues at start + max(h, w) // merge."""
+    grids = {1: iter(images), 2: iter([(1, h, w) for t, h, w in videos for _ in range(t)])}
+    ids = np.zeros((3, len(types), len(types[0])), np.int64)
+    for row, (kinds, kept) in enumerate(zip(types, mask, strict=True)):
+        kinds = [kind for kind, keep in zip(kinds, kept, strict=True) if keep]
+        columns, start, index = [], 0, 0
+        while index < len(kinds):
+            end = index
+            while end < len(kinds) and kinds[end] == kinds[index]:
+                end += 1
+            if kinds[index] == 0:
+                columns += [(start + n,) * 3 for n in range(end - index)]
+                start += end - index
+            else:
+                _, h, w = next(grids[kinds[index]])
+                columns += [
+                    (start, start + i, start + j) for i in range(h // merge) for j in range(w // merge)
+                ]
+                start += max(h, w) // merge
+            index = end
+        ids[:, row, np.asarray(kept, bool)] = np.asarray(columns).T
+    return ids
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_vl", "qwen3_vl_moe"])
+def test_mrope_positions_follow_qwen3_vl_frame_by_frame(model_type):
+    arguments = dict(image_grid_thw=[[1, 4, 6], [1, 2, 2]], video_grid_thw=[[3, 4, 4]])
+    positions, deltas = mrope_positions(
+        QWEN3_VL_TYPES, **arguments, attention_mask=QWEN3_VL_MASK, model_type=model_type
+    )
+    assert positions.dtype == deltas.dtype == np.int32
+    assert positions.tolist() == QWEN3_VL_IDS and deltas.tolist() == QWEN3_VL_DELTAS
+    restated = qwen3_vl_rope_index(QWEN3_VL_TYPES, QWEN3_VL_MASK, [(1, 4, 6), (1, 2, 2)], [(3, 4, 4)], 2)
+    np.testing.assert_array_equal(positions, restated)
+    # Qwen2-VL's rule reads the same video as one run of 12 tokens, so these runs of 4 are refused.
+    with pytest.raises(ValueError, match=r"run of 4 video tokens, but its grid \[3, 4, 4\]"):
+        mrope_positions(QWEN3_VL_TYPES, **arguments, attention_mask=QWEN3_VL_MASK)
+    with pytest.raises(ValueError, match=r"`model_type` must be one of .*Received: model_type='qwen2_5_vl'"):
+        mrope_positions(QWEN3_VL_TYPES, **arguments, model_type="qwen2_5_vl")
+
+
 def test_mrope_configs_and_errors():
     qwen2_vl = {
         "model_type": "qwen2_vl",

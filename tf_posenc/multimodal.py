@@ -26,8 +26,16 @@ def _grids(name, grids):
     return [tuple(int(size) for size in grid) for grid in grids]
 
 
+_MODEL_TYPES = ("qwen2_vl", "qwen3_vl", "qwen3_vl_moe")
+
+
 def mrope_positions(
-    token_types, image_grid_thw=None, video_grid_thw=None, spatial_merge_size=2, attention_mask=None
+    token_types,
+    image_grid_thw=None,
+    video_grid_thw=None,
+    spatial_merge_size=2,
+    attention_mask=None,
+    model_type="qwen2_vl",
 ):
     """The M-RoPE ids of a batch of text, image and video tokens, as transformers builds them.
 
@@ -38,6 +46,11 @@ def mrope_positions(
     (`attention_mask` 0) is left out and gets ids 0. A run of image (or video) tokens is one
     image (video): the grids are used in order, across the batch.
 
+    With `model_type="qwen3_vl"` (or `"qwen3_vl_moe"`), Qwen3-VL's `get_rope_index`: its
+    processor puts each video frame between timestamp text tokens, so a video's grid
+    `(t, h, w)` is `t` grids `(1, h, w)`, one per run of video tokens; every vision token's t id
+    is then its run's start.
+
     Args:
         token_types: Integer array `(batch, seq_len)`: 0 for text, 1 for image and 2 for
             video tokens (transformers' `mm_token_type_ids`).
@@ -46,6 +59,8 @@ def mrope_positions(
         spatial_merge_size: Integer. How many patches per side the vision tower merges into
             one token. Defaults to `2` (Qwen2-VL).
         attention_mask: Optional `(batch, seq_len)` array, 1 for tokens and 0 for padding.
+        model_type: `"qwen2_vl"` (Qwen2-VL and Qwen2.5-VL without `second_per_grid_ts`),
+            `"qwen3_vl"` or `"qwen3_vl_moe"`: whose rule. Defaults to `"qwen2_vl"`.
 
     Returns:
         `(positions, deltas)`: int32 arrays of shapes `(3, batch, seq_len)` (the `positions` of
@@ -74,10 +89,12 @@ def mrope_positions(
             f"Received: values {sorted(set(np.unique(token_types).tolist()) - set(TOKEN_TYPES))}"
         )
     merge = _validation.positive_int("spatial_merge_size", spatial_merge_size)
-    grids = {
-        1: iter(_grids("image_grid_thw", image_grid_thw)),
-        2: iter(_grids("video_grid_thw", video_grid_thw)),
-    }
+    if model_type not in _MODEL_TYPES:
+        raise ValueError(f"`model_type` must be one of {_MODEL_TYPES}. Received: model_type={model_type!r}")
+    videos = _grids("video_grid_thw", video_grid_thw)
+    if model_type != "qwen2_vl":  # one grid per frame, each frame its own run
+        videos = [(1, height, width) for frames, height, width in videos for _ in range(frames)]
+    grids = {1: iter(_grids("image_grid_thw", image_grid_thw)), 2: iter(videos)}
     mask = (
         np.ones(token_types.shape, bool)
         if attention_mask is None
