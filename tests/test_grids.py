@@ -781,3 +781,151 @@ def test_mrope_configs_and_errors():
         RotaryEmbedding(
             mrope_section=[4, 4], rope_type="dynamic_ntk", scaling_factor=2.0, max_position_embeddings=8
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# DINOv3's rotary embedding on normalised patch centres
+
+DINOV3_CONFIG = {
+    "model_type": "dinov3_vit",
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "rope_theta": 100.0,
+    "patch_size": 4,
+    "image_size": 16,
+}
+# transformers 5.24's DINOv3ViTRopePositionEmbedding(DINOv3ViTConfig(**DINOV3_CONFIG)) in eval
+# mode, forward on pixel values of 4h x 4w: its printed (cos, sin) at (token, column).
+DINOV3_PRINTED = {
+    "3x5": {
+        "cos": {
+            (0, 0): -0.5000002980232239,
+            (0, 3): 0.9912398457527161,
+            (7, 5): 1.0,
+            (14, 4): 0.3090166747570038,
+            (14, 7): 0.9873934984207153,
+            (2, 12): 1.0,
+            (14, 15): 0.9873934984207153,
+        },
+        "sin": {
+            (0, 0): 0.8660252094268799,
+            (0, 3): -0.13207416236400604,
+            (7, 5): 0.0,
+            (14, 4): -0.9510565996170044,
+            (14, 7): 0.15828490257263184,
+            (2, 12): 0.0,
+            (14, 15): 0.15828490257263184,
+        },
+    },
+    "4x4": {
+        "cos": {
+            (0, 0): 1.1924880638503055e-08,
+            (0, 3): 0.9889172315597534,
+            (7, 5): 0.08052082359790802,
+            (15, 4): 1.1924880638503055e-08,
+            (15, 7): 0.9889172315597534,
+            (2, 12): -4.371138828673793e-08,
+            (15, 15): 0.9889172315597534,
+        },
+        "sin": {
+            (0, 0): 1.0,
+            (0, 3): -0.14846791326999664,
+            (7, 5): 0.996752917766571,
+            (15, 4): -1.0,
+            (15, 7): 0.14846791326999664,
+            (2, 12): 1.0,
+            (15, 15): 0.14846791326999664,
+        },
+    },
+}
+
+
+def dinov3_rows(grid, head_dim, theta):
+    """DINOv3ViTRopePositionEmbedding.forward restated in float64: (cos, sin), (h * w, head_dim)."""
+    h, w = grid
+    inv_freq = 1 / theta ** np.arange(0, 1, 4 / head_dim)
+    coords = np.stack(np.meshgrid((np.arange(h) + 0.5) / h, (np.arange(w) + 0.5) / w, indexing="ij"), -1)
+    coords = 2.0 * coords.reshape(-1, 2) - 1.0
+    angles = np.tile((2 * np.pi * coords[:, :, None] * inv_freq[None, None, :]).reshape(h * w, -1), 2)
+    return np.cos(angles), np.sin(angles)
+
+
+def test_dinov3_rotates_patches_at_their_normalised_centres():
+    layer = AxialRotaryEmbedding.from_hf_config(DINOV3_CONFIG)
+    config = layer.get_config()
+    assert (config["axes_dim"], config["max_wavelength"], config["layout"], config["grid_coordinates"]) == (
+        [8, 8],
+        100.0,
+        "half",
+        "normalized",
+    )
+    assert AxialRotaryEmbedding.from_config(json.loads(json.dumps(config))).get_config() == config
+    rng = np.random.default_rng(9)
+    for grid in ((3, 5), (4, 4), (7, 2)):
+        cells = grid[0] * grid[1]
+        x = rng.normal(size=(2, cells, 4, 16)).astype("float32")
+        cos, sin = (keras.ops.convert_to_numpy(table) for table in layer.rows(x, grid_size=grid))
+        assert cos.shape == sin.shape == (1, cells, 16) and cos.dtype == np.float32
+        exact_cos, exact_sin = dinov3_rows(grid, 16, 100.0)
+        assert np.abs(cos[0] - exact_cos).max() <= ROW_BOUND["float32"]
+        assert np.abs(sin[0] - exact_sin).max() <= ROW_BOUND["float32"]
+        for kind, table in (("cos", cos), ("sin", sin)):
+            for (token, column), value in (
+                DINOV3_PRINTED.get(f"{grid[0]}x{grid[1]}", {}).get(kind, {}).items()
+            ):
+                # transformers forms its angles in float32: a few units of 2**-24 rad off.
+                assert table[0, token, column] == pytest.approx(value, abs=2e-6), (grid, kind, token, column)
+        # apply_rotary_pos_emb on the patch tokens, restated: q * cos + rotate_half(q) * sin.
+        x64 = x.astype(np.float64)
+        half = np.concatenate([-x64[..., 8:], x64[..., :8]], axis=-1)
+        exact = x64 * exact_cos[None, :, None] + half * exact_sin[None, :, None]
+        rotated = keras.ops.convert_to_numpy(layer(x, grid_size=grid))
+        assert np.abs(rotated - exact).max() <= ROTATION_BOUND * np.abs(exact).max()
+        compiled = tf.function(lambda inputs, grid=grid: layer(inputs, grid_size=grid))
+        np.testing.assert_array_equal(compiled(x).numpy(), rotated)
+
+
+def test_grid_size_gives_integer_ids_or_clear_errors():
+    layer = AxialRotaryEmbedding((8, 8), layout="half")
+    x = np.random.default_rng(2).normal(size=(1, 6, 16)).astype("float32")
+    by_grid = keras.ops.convert_to_numpy(layer(x, grid_size=(2, 3)))
+    np.testing.assert_array_equal(
+        by_grid, keras.ops.convert_to_numpy(layer(x, positions=grid_positions((2, 3))))
+    )
+    cos, sin = layer.rows(x, positions=grid_positions((2, 3)))
+    angles = (
+        grid_positions((2, 3))[:, :, None] * (100.0**0 * 10000.0 ** -(np.arange(0, 8, 2) / 8))[None, None]
+    )
+    assert (
+        np.abs(keras.ops.convert_to_numpy(cos)[0, :, :4] - np.cos(angles.reshape(6, -1))[:, :4]).max()
+        <= (ROW_BOUND["float32"])
+    )
+    normalized = AxialRotaryEmbedding.from_hf_config(DINOV3_CONFIG)
+    cases = [
+        (lambda: layer(x), r"Pass `positions` or `grid_size`, one of them"),
+        (lambda: layer(x, positions=grid_positions((2, 3)), grid_size=(2, 3)), r"one of them"),
+        (
+            lambda: layer(x, grid_size=(2, 2)),
+            r"`grid_size` must have as many cells as `inputs` has steps \(6\)",
+        ),
+        (lambda: layer(x, grid_size=(6,)), r"`grid_size` must be a positive integer or a tuple of 2"),
+        (
+            lambda: normalized(np.zeros((1, 6, 16), "float32"), positions=grid_positions((2, 3))),
+            r'grid_coordinates="normalized" rotates a patch grid: pass `grid_size`',
+        ),
+        (
+            lambda: AxialRotaryEmbedding((8, 8), grid_coordinates="centres"),
+            r"`grid_coordinates` must be one of",
+        ),
+        (
+            lambda: AxialRotaryEmbedding.from_hf_config({**DINOV3_CONFIG, "model_type": "vit"}),
+            r"`model_type` must be 'dinov3_vit'. Received: model_type='vit'",
+        ),
+        (
+            lambda: AxialRotaryEmbedding.from_hf_config({**DINOV3_CONFIG, "hidden_size": 40}),
+            r"must be a multiple of 4",
+        ),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            call()

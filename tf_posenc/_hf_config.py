@@ -109,6 +109,16 @@ def read(config):
     return _with_defaults({**language, "model_type": language.get("model_type", model_type)}, model_type)
 
 
+def read_vision(config, model_type):
+    """`config` as a dict, for a vision model of `model_type` (a config naming another model
+    type is a `ValueError`)."""
+    config = _as_dict(config)
+    given = config.get("model_type")
+    if given is not None and given != model_type:
+        raise ValueError(f"`model_type` must be {model_type!r}. Received: model_type={given!r}")
+    return config
+
+
 def _one(name, candidates, default=None):
     """The value of a setting that several keys may give (`candidates`: key -> value, None
     where absent); two different values are a contradiction."""

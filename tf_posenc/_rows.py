@@ -466,3 +466,11 @@ def _materialized(table):
     of the rotation itself at (8, 2048, 8, 64)); it leaves a gather unfused."""
     flat = ops.reshape(table, (-1,))
     return ops.reshape(ops.take(flat, ops.arange(ops.shape(flat)[0]), axis=0), ops.shape(table))
+
+
+def rows_of_angles(angles, dtype="float32"):
+    """The rows of angles known when a call is traced (a NumPy float64 array `(..., pairs)`,
+    for positions that are not integers, such as DINOv3's normalised patch centres): their
+    sines, then their cosines, computed in float64 and rounded once to `dtype`."""
+    angles = np.asarray(angles, np.float64)
+    return ops.convert_to_tensor(np.concatenate([np.sin(angles), np.cos(angles)], axis=-1).astype(dtype))

@@ -1,8 +1,11 @@
 import keras
 import numpy as np
 
-from tf_posenc import _columns, _positions, _rotation, _rows, _validation, encoding
+from tf_posenc import _columns, _hf_config, _positions, _rotation, _rows, _validation, encoding
 from tf_posenc.layers.base import SinusoidLayer
+
+# How a call's grid of tokens becomes angles: integer ids, or DINOv3's patch centres in [-1, 1].
+GRID_COORDINATES = ("ids", "normalized")
 
 
 class AxialRotaryEmbeddingMixin:
@@ -10,7 +13,15 @@ class AxialRotaryEmbeddingMixin:
 
     inputs_hint = "queries or keys"
 
-    def __init__(self, axes_dim, max_wavelength=10000, layout="interleave", position_scale=1.0, **kwargs):
+    def __init__(
+        self,
+        axes_dim,
+        max_wavelength=10000,
+        layout="interleave",
+        position_scale=1.0,
+        grid_coordinates="ids",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         if not isinstance(axes_dim, (tuple, list)) or not axes_dim:
             raise ValueError(
@@ -40,6 +51,7 @@ class AxialRotaryEmbeddingMixin:
         self.position_scale = (
             list(position_scale) if isinstance(position_scale, (tuple, list)) else position_scale
         )
+        self.grid_coordinates = _validation.one_of("grid_coordinates", grid_coordinates, GRID_COORDINATES)
         # An id `n` at scale `s` is the integer position `n` at frequency `w * s`: exact.
         self._axis_constants = tuple(
             _rows.column_constants(*_columns.rotary_columns(frequencies))
@@ -52,10 +64,112 @@ class AxialRotaryEmbeddingMixin:
             for width, scale in zip(self.axes_dim, self._scales, strict=True)
         ]
 
-    def call(self, inputs, positions):
+    @classmethod
+    def from_hf_config(cls, config, **kwargs):
+        """DINOv3's ViT rotary embedding (transformers' `dinov3_vit`) from its config.
+
+        `AxialRotaryEmbedding((d // 2, d // 2), max_wavelength=rope_theta, layout="half",
+        grid_coordinates="normalized")` with `d = hidden_size // num_attention_heads`: what
+        `DINOv3ViTRopePositionEmbedding` computes in eval mode (its training-time
+        `pos_embed_shift`, `jitter` and `rescale` are not applied).
+
+        Args:
+            config: A `config.json` as a dict, a path to one (or to the checkpoint folder
+                holding it), or a transformers config object.
+            **kwargs: Further constructor arguments (`dtype`, `name`).
+        """
+        config = _hf_config.read_vision(config, "dinov3_vit")
+        for key in ("hidden_size", "num_attention_heads"):
+            if config.get(key) is None:
+                raise ValueError(f"The config must give `{key}`. Received: none")
+        head_dim = config["hidden_size"] // config["num_attention_heads"]
+        if head_dim % 4:
+            raise ValueError(
+                "DINOv3's head size (hidden_size // num_attention_heads) must be a multiple of 4: two "
+                f"axes of pairs. Received: head size {head_dim}"
+            )
+        arguments = {
+            "axes_dim": (head_dim // 2, head_dim // 2),
+            "max_wavelength": config.get("rope_theta", 100.0),  # DINOv3ViTConfig's default
+            "layout": "half",
+            "grid_coordinates": "normalized",
+        }
+        return cls(**{**arguments, **kwargs})
+
+    def call(self, inputs, positions=None, grid_size=None):
         self._output_shape(tuple(inputs.shape))
         self._check_input_dtype(inputs.dtype)
+        positions, grid = self._positions_or_grid(inputs, positions, grid_size)
+        if grid is not None:
+            rows = self._grid_rows(grid, _rotation.rotation_dtype(self.compute_dtype))
+            return self._combine(inputs, rows)
+        return self._run(inputs, _positions.Positions(values=positions))
+
+    def rows(self, inputs, positions=None, grid_size=None):
+        """The `(cos, sin)` of every feature's pair for these positions, as transformers'
+        position embeddings: each `(batch or 1, seq_len, dim)`, in the layer's layout, float32
+        (float64 under a float64 policy).
+
+        Args:
+            inputs: The queries or keys (only their shape and dtype are read).
+            positions: As for a call.
+            grid_size: As for a call.
+        """
+        self._output_shape(tuple(inputs.shape))
+        positions, grid = self._positions_or_grid(inputs, positions, grid_size)
+        dtype = _rotation.rotation_dtype(self.compute_dtype)
+        if grid is not None:
+            rows = self._grid_rows(grid, dtype)
+        else:
+            rows = self._rows_for(inputs, _positions.Positions(values=positions))
+        if len(rows.shape) == 2:
+            rows = keras.ops.expand_dims(rows, 0)
+        return _rotation.per_feature(rows, self.layout)
+
+    def _positions_or_grid(self, inputs, positions, grid_size):
+        """The call's integer positions, or its grid where normalised coordinates need one."""
+        if (positions is None) == (grid_size is None):
+            raise ValueError(
+                "Pass `positions` or `grid_size`, one of them. Received: "
+                f"positions={'None' if positions is None else 'given'}, grid_size={grid_size!r}"
+            )
+        axes = len(self.axes_dim)
+        if grid_size is not None:
+            grid = _validation.grid_shape("grid_size", grid_size, axes)
+            length = inputs.shape[1]
+            if length is not None and length != int(np.prod(grid)):
+                raise ValueError(
+                    f"`grid_size` must have as many cells as `inputs` has steps ({length}): its tokens in "
+                    f"row-major order. Received: grid_size={grid_size!r} ({int(np.prod(grid))} cells)"
+                )
+            if self.grid_coordinates == "normalized":
+                return None, grid
+            positions = encoding.grid_positions(grid)
+        elif self.grid_coordinates == "normalized":
+            raise ValueError(
+                'A layer with grid_coordinates="normalized" rotates a patch grid: pass `grid_size`. '
+                "Received: positions"
+            )
         positions = _positions.checked_values("positions", positions)
+        self._checked_positions_shape(inputs, positions)
+        return positions, None
+
+    def _grid_rows(self, grid, dtype):
+        """The rows of a grid's cells at normalised coordinates: cell `i` of an axis of `n`
+        cells is the patch centre `(2i + 1) / n - 1`, and pair `k` of the axis's band turns by
+        `2 pi c w_k` (DINOv3). Computed in float64 and rounded once, as the grid is known."""
+        centres = [(2.0 * np.arange(size) + 1.0 - size) / size for size in grid]  # exact numerators
+        cells = np.stack(np.meshgrid(*centres, indexing="ij"), axis=-1).reshape(-1, len(grid))
+        angles = np.concatenate(
+            [
+                2 * np.pi * cells[:, axis, None] * frequencies[None, :]
+                for axis, frequencies in enumerate(self._axis_frequencies())
+            ],
+            axis=-1,
+        )
+        return _rows.rows_of_angles(angles, dtype)
+
+    def _checked_positions_shape(self, inputs, positions):
         shape = tuple(positions.shape)
         axes, length = len(self.axes_dim), inputs.shape[1]
         if len(shape) not in (2, 3) or shape[-1] != axes or shape[-2] not in (None, length) and length:
@@ -64,7 +178,6 @@ class AxialRotaryEmbeddingMixin:
                 f"axis of `axes_dim` for each step of `inputs`. Received: positions with shape {shape} "
                 f"for inputs.shape={tuple(inputs.shape)}"
             )
-        return self._run(inputs, _positions.Positions(values=positions))
 
     def _rows_for(self, inputs, positions):
         groups = [
@@ -87,6 +200,7 @@ class AxialRotaryEmbeddingMixin:
             "max_wavelength": self.max_wavelength,
             "layout": self.layout,
             "position_scale": self.position_scale,
+            "grid_coordinates": self.grid_coordinates,
         }
 
     def _output_shape(self, shape):
@@ -120,12 +234,20 @@ class AxialRotaryEmbedding(AxialRotaryEmbeddingMixin, SinusoidLayer):
         position_scale: Positive number, or one per axis: each axis's ids are multiplied by
             it (EVA-02's `pt_seq_len / ft_seq_len`, for a grid finer than the pretraining one).
             Defaults to `1.0`.
+        grid_coordinates: `"ids"` (integer `positions`, or `grid_positions(grid_size)`) or
+            `"normalized"` (DINOv3: a call's `grid_size`, whose cell `i` of an axis of `n`
+            cells sits at the patch centre `(2i + 1) / n - 1` and turns pair `k` of its band by
+            `2 pi c w_k`; see `from_hf_config`). Defaults to `"ids"`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
         inputs: `(batch, seq_len, dim)` or `(batch, seq_len, heads, dim)`.
         positions: Integer ids `(seq_len, len(axes_dim))` or `(batch, seq_len,
             len(axes_dim))`, for example from `grid_positions`.
+        grid_size: Instead of `positions`, a tuple of `len(axes_dim)` positive integers: the
+            tokens of a patch grid in row-major order, `prod(grid_size)` of them. For DINOv3,
+            pass the patch tokens only (`x[:, 1 + num_register_tokens:]`): its class and
+            register tokens are not rotated.
 
     Example:
 
