@@ -2,6 +2,8 @@
 positions, Llama 4's temperature, and every decoder layer's positions from a Hugging Face config."""
 
 import json
+import pathlib
+import re
 
 import keras
 import numpy as np
@@ -13,6 +15,7 @@ from helpers import as_float64
 import tf_posenc
 from tf_posenc import (
     RotaryEmbedding,
+    _hf_config,
     attention_mask,
     attention_temperature,
     hf_attention_layers,
@@ -440,6 +443,36 @@ def test_attention_temperature_is_llama4s():
     )
     with pytest.raises(ValueError, match=r"`floor_scale` must be a finite number greater than 0"):
         attention_temperature([0], 0, 0.1)
+
+
+# transformers 5.24's `get_llama_4_attn_scale(position_ids, 0.1, 16384)`
+# (models/ministral3/modeling_ministral3.py), int64 position ids, printed.
+MINISTRAL3_TEMPERATURE = {0: 1.0, 16383: 1.0, 16384: 1.06931471824646, 3 * 16384 - 1: 1.1098612546920776,
+                          3 * 16384: 1.13862943649292, 2**20: 1.4174387454986572,
+                          2**31 - 2: 2.1783509254455566}  # fmt: skip
+
+
+def test_attention_temperature_with_offset_0_is_ministral3s():
+    positions = np.array(list(MINISTRAL3_TEMPERATURE), "int32")
+    got = attention_temperature(positions, 16384, 0.1, offset=0).numpy()
+    assert got.dtype == np.float32
+    printed = np.array(list(MINISTRAL3_TEMPERATURE.values()))
+    np.testing.assert_allclose(got[:-1], printed[:-1], rtol=0, atol=2 * FLOAT32_UNIT)
+    exact = np.log1p(np.floor(positions.astype(np.int64) / 16384)) * 0.1 + 1
+    assert np.abs(got - exact).max() <= 2 * FLOAT32_UNIT
+    # transformers divides in float32: (2**31 - 2) / 16384 rounds up to 131072, one step on.
+    assert printed[-1] == pytest.approx(np.log1p(131072) * 0.1 + 1, abs=2 * FLOAT32_UNIT)
+    # A fractional floor_scale takes the float route; offset 0 and 1 differ by one position.
+    np.testing.assert_allclose(
+        attention_temperature([[4, 9]], 2.5, 1.0, offset=0).numpy(), np.log1p([[1, 3]]) + 1
+    )
+    assert attention_temperature([8191], 8192, 0.1, offset=0).numpy()[0] == 1.0
+    assert attention_temperature([8191], 8192, 0.1).numpy()[0] > 1.0
+    plan = hf_attention_layers({**TINY, **PLAN_CONFIGS["ministral3"]})
+    assert all(entry.temperature == (16384, 0.1, 0) for entry in plan)
+    for offset in (2, True, -1):
+        with pytest.raises(ValueError, match=r"`offset` must be 0 or 1"):
+            attention_temperature([0], 8192, 0.1, offset=offset)
 
 
 def test_attention_temperature_follows_transformers_cache_slots_not_the_tokens_positions():
@@ -1006,12 +1039,88 @@ def test_bad_plan_configs_are_clear_errors(config, message):
 # attributes its config class fills in for a config.json that gives no other key.
 TRIMMED_LAYERS = {"gpt_oss": 4, "llama4_text": 4, "smollm3": 4, "gemma3_text": 7, "ministral3": 2}
 TRANSFORMERS_FILLED = {
-    "gpt_oss": {"rope_parameters": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 4096, "rope_theta": 150000.0}, "head_dim": 64, "max_position_embeddings": 131072, "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"], "no_rope_layers": None, "attention_chunk_size": None, "query_pre_attn_scalar": None},
-    "llama4_text": {"rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"}, "head_dim": 128, "max_position_embeddings": 131072, "sliding_window": None, "layer_types": ["chunked_attention", "chunked_attention", "chunked_attention", "full_attention"], "no_rope_layers": [1, 1, 1, 0], "attention_chunk_size": 8192, "query_pre_attn_scalar": None},
-    "smollm3": {"rope_parameters": {"rope_theta": 2000000.0, "rope_type": "default"}, "head_dim": 128, "max_position_embeddings": 32768, "sliding_window": None, "layer_types": ["full_attention", "full_attention", "full_attention", "full_attention"], "no_rope_layers": [1, 1, 1, 0], "attention_chunk_size": None, "query_pre_attn_scalar": None},
-    "gemma3_text": {"rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}, "full_attention": {"rope_type": "default", "rope_theta": 1000000.0}}, "head_dim": 256, "max_position_embeddings": 131072, "sliding_window": 4096, "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention"], "no_rope_layers": None, "attention_chunk_size": None, "query_pre_attn_scalar": 256},
-    "ministral3": {"rope_parameters": {"type": "yarn", "rope_theta": 1000000.0, "factor": 16.0, "original_max_position_embeddings": 16384, "max_position_embeddings": 262144, "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0, "llama_4_scaling_beta": 0.1, "rope_type": "yarn"}, "head_dim": 128, "max_position_embeddings": 262144, "sliding_window": None, "layer_types": None, "no_rope_layers": None, "attention_chunk_size": None, "query_pre_attn_scalar": None},
-}  # fmt: skip
+    "gpt_oss": {
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "factor": 32.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+            "original_max_position_embeddings": 4096,
+            "rope_theta": 150000.0,
+        },
+        "head_dim": 64,
+        "max_position_embeddings": 131072,
+        "sliding_window": 128,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+        "no_rope_layers": None,
+        "attention_chunk_size": None,
+        "query_pre_attn_scalar": None,
+    },
+    "llama4_text": {
+        "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"},
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
+        "sliding_window": None,
+        "layer_types": ["chunked_attention", "chunked_attention", "chunked_attention", "full_attention"],
+        "no_rope_layers": [1, 1, 1, 0],
+        "attention_chunk_size": 8192,
+        "query_pre_attn_scalar": None,
+    },
+    "smollm3": {
+        "rope_parameters": {"rope_theta": 2000000.0, "rope_type": "default"},
+        "head_dim": 128,
+        "max_position_embeddings": 32768,
+        "sliding_window": None,
+        "layer_types": ["full_attention", "full_attention", "full_attention", "full_attention"],
+        "no_rope_layers": [1, 1, 1, 0],
+        "attention_chunk_size": None,
+        "query_pre_attn_scalar": None,
+    },
+    "gemma3_text": {
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+        },
+        "head_dim": 256,
+        "max_position_embeddings": 131072,
+        "sliding_window": 4096,
+        "layer_types": [
+            "sliding_attention",
+            "sliding_attention",
+            "sliding_attention",
+            "sliding_attention",
+            "sliding_attention",
+            "full_attention",
+            "sliding_attention",
+        ],
+        "no_rope_layers": None,
+        "attention_chunk_size": None,
+        "query_pre_attn_scalar": 256,
+    },
+    "ministral3": {
+        "rope_parameters": {
+            "type": "yarn",
+            "rope_theta": 1000000.0,
+            "factor": 16.0,
+            "original_max_position_embeddings": 16384,
+            "max_position_embeddings": 262144,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "mscale_all_dim": 1.0,
+            "mscale": 1.0,
+            "llama_4_scaling_beta": 0.1,
+            "rope_type": "yarn",
+        },
+        "head_dim": 128,
+        "max_position_embeddings": 262144,
+        "sliding_window": None,
+        "layer_types": None,
+        "no_rope_layers": None,
+        "attention_chunk_size": None,
+        "query_pre_attn_scalar": None,
+    },
+}
 
 
 @pytest.mark.parametrize("model_type", TRIMMED_LAYERS)
@@ -1044,6 +1153,17 @@ def test_a_config_without_rope_keys_gets_its_config_classs_defaults(model_type):
                 assert getattr(rope, key) == parameters[key], key
         # The rope's own head size is the filled-in one.
         assert rope.frequencies(filled["head_dim"]).shape == (filled["head_dim"] // 2,)
+
+
+def test_the_readme_lists_the_model_types_read():
+    text = (pathlib.Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    paragraph = text[text.index("The model types read:") : text.index("`hunyuan_v1_dense`.") + 19]
+    listed = set(re.findall(r"`([a-z0-9_]+)`", paragraph)) - {"_text"}
+    expected = {name for name in _hf_config.MODEL_TYPES if not name.endswith("_text")} | {"llama4_text"}
+    assert listed == expected
+    # "and their `_text` language models": each of those is read too.
+    for name in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "gemma3", "gemma3n", "gemma4"):
+        assert f"{name}_text" in _hf_config.MODEL_TYPES
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from tf_posenc import RotaryEmbedding, _rope_types
 # Printed by transformers 5.24.0 (torch 2.13.0 CPU) for the configs of `hf_configs.py`:
 # `<Model>RotaryEmbedding(config)` (Llama, Qwen2, Qwen3, DeepseekV3, GptOss, Phi3, Gemma3,
 # Gemma4Text, GPTNeoX; DeepseekV3 for Kimi-K2, HunYuanDenseV1, Glm4, Glm4Moe, Llama4Text, whose
-# cos and sin are the real and imaginary parts of its `freqs_cis`, Ministral3); its `inv_freq` buffer at three pair indices and `attention_scaling`;
+# cos and sin are the real and imaginary parts of its `freqs_cis`, Ministral3); its `inv_freq`
+# buffer at three pair indices and `attention_scaling`;
 # `forward(x, position_ids=[[0, 1, 1000, 4000]])` cos and sin at position 1000, at the first
 # column and at the last column of the first half; and the `inv_freq` after a forward pass over
 # positions up to 131071 (where LongRoPE and dynamic NTK change it).
@@ -484,7 +485,8 @@ def config_with(name, **changes):
         (config_with("qwen3-8b", rope_scaling={"rope_type": "ntk-by-parts", "factor": 2.0}), None,
          r"`rope_type` must be one of"),
         # Without a model type no config class fills the keys in.
-        (config_with("qwen3-8b", head_dim=None, hidden_size=None, model_type=None), None, r"rotary head size"),
+        (config_with("qwen3-8b", head_dim=None, hidden_size=None, model_type=None), None,
+         r"rotary head size"),
         (config_with("llama-2-7b-dynamic", max_position_embeddings=None, model_type=None), None,
          r"`max_position_embeddings`"),
         (config_with("qwen3-8b", model_type="mamba"), None, r"`model_type` must be one whose position rules"),

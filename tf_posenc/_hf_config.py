@@ -457,7 +457,14 @@ def attention_layers(config):
             )
         entries.append(
             LayerEntry(
-                bool(rotates), kind if per_type else None, layer_window, chunk, temperature, causal, scale, None
+                bool(rotates),
+                kind if per_type else None,
+                layer_window,
+                chunk,
+                temperature,
+                causal,
+                scale,
+                None,
             )
         )
     return [
