@@ -14,7 +14,7 @@ from helpers import as_float64, rounding_floor, serve_without_tf_posenc
 from hf_configs import CONFIGS
 from reference import reference_partial_rotation, reference_rotation, rope_frequencies, transformers_rope
 
-from tf_posenc import RotaryEmbedding, _rope_types
+from tf_posenc import RotaryEmbedding, _rope_types, hf_attention_layers
 
 # Printed by transformers 5.24.0 (torch 2.13.0 CPU) for the configs of `hf_configs.py`:
 # `<Model>RotaryEmbedding(config)` (Llama, Qwen2, Qwen3, DeepseekV3, GptOss, Phi3, Gemma3,
@@ -694,3 +694,40 @@ def test_a_new_rope_type_is_one_record(monkeypatch, tmp_path):
     np.testing.assert_allclose(layer(x).numpy(), expected, atol=ROTATION_BOUND * np.abs(expected).max())
     again = RotaryEmbedding.from_config(json.loads(json.dumps(layer.get_config())))
     np.testing.assert_array_equal(again(x).numpy(), layer(x).numpy())
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "kimi-k2"])
+def test_deepseek_rotation_in_place_gives_transformers_scores(name):
+    # transformers' `apply_rotary_pos_emb_interleave` (deepseek_v3) returns the rotated pairs
+    # de-interleaved, `cat([x1 cos - x2 sin, x2 cos + x1 sin])`; the pairs stay in place here.
+    layer = RotaryEmbedding.from_hf_config(CONFIGS[name])
+    frequencies, scale, head_dim = transformers_rope(CONFIGS[name], None, seq_len=2**17 + 8)
+    rng = np.random.default_rng(3)
+    q, k = (rng.normal(size=(1, 8, 2, head_dim)).astype("float32") for _ in range(2))
+    positions = np.arange(2**17, 2**17 + 8)
+    angles = positions[:, None, None] * frequencies
+    cos, sin = scale * np.cos(angles), scale * np.sin(angles)
+
+    def transformers_interleave(x):
+        x1, x2 = x[..., 0::2].astype(np.float64), x[..., 1::2].astype(np.float64)
+        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+    theirs = np.einsum("bqhd,bkhd->bhqk", transformers_interleave(q), transformers_interleave(k))
+    rotated_q, rotated_k = (layer(x, start_index=2**17).numpy().astype(np.float64) for x in (q, k))
+    ours = np.einsum("bqhd,bkhd->bhqk", rotated_q, rotated_k)
+    bound = 8 * rounding_floor(theirs, "float32") * head_dim
+    assert np.abs(ours - theirs).max() <= bound
+
+
+def test_llama4_scout_rotates_through_the_plan_as_from_hf_config():
+    config = {**CONFIGS["llama-4-scout"], "num_hidden_layers": 4}
+    plan = hf_attention_layers(config)
+    rotating = [entry for entry in plan if entry.rope is not None]
+    assert len(rotating) == 3 and [entry.chunk_size for entry in rotating] == [8192] * 3
+    single = RotaryEmbedding.from_hf_config(config, name=rotating[0].rope.name)
+    assert rotating[0].rope.get_config() == single.get_config()
+    assert single.rope_type == "llama3" and single.layout == "interleave"
+    frequencies = single.frequencies(128)
+    plain = 500000.0 ** -(np.arange(0, 128, 2) / 128)
+    long = 2 * np.pi / plain > 8192  # past original / low_freq_factor: divided by 16, no blend
+    np.testing.assert_allclose(frequencies, np.where(long, plain / 16, plain), rtol=1e-15)
