@@ -234,6 +234,37 @@ class RotaryEmbeddingMixin:
         """
         return cls(**{**_hf_config.rotary_arguments(config, layer_type), **kwargs})
 
+    @classmethod
+    def from_keras_hub(cls, layer, **kwargs):
+        """The layer that computes what a keras-hub rotary layer computes, with exact angles.
+
+        Reads keras-hub 0.32's `keras_hub.layers.RotaryEmbedding` (its rope types `"linear"`,
+        `"dynamic"` and `"yarn"`, `denominator_dim`, `truncate`, the axes and the dtype policy)
+        and its Llama and Phi-3 subclasses as they behave: Llama's `LlamaRotaryEmbedding`
+        ignores `position_scaling_factor` (so does this layer) and with its four Llama 3.1
+        arguments is `rope_type="llama3"`; Phi-3's `Phi3SuScaledRotaryEmbedding` is
+        `"longrope"` with its `embedding_scaling_factor`; keras-hub's YaRN scales the cosines
+        and sines by `0.1 ln s + 1` for every `s` (`attention_factor`). A layer computing
+        something else (Moonshine's, ESM's, SmolLM3's `(cos, sin)` layer) is a `ValueError`
+        naming it. To swap every rotary layer of a keras-hub model, use
+        `tf_posenc.keras_hub.exact_rotary`.
+
+        Args:
+            layer: A keras-hub rotary layer.
+            **kwargs: Further constructor arguments (`name`, or another `dtype`).
+
+        Example:
+
+        >>> import keras_hub
+        >>> theirs = keras_hub.layers.RotaryEmbedding(max_wavelength=500000, scaling_factor=8.0)
+        >>> ours = RotaryEmbedding.from_keras_hub(theirs)
+        >>> ours.max_wavelength, ours.scaling_factor, ours.rope_type
+        (500000, 8.0, 'linear')
+        """
+        from tf_posenc import _keras_hub_layers  # keras-hub is needed only here
+
+        return cls(**{**_keras_hub_layers.rotary_arguments(layer), "name": layer.name, **kwargs})
+
     def frequencies(self, dim, seq_len=None):
         """The float64 angular frequency of each feature pair that rotates, for features of
         width `dim`; `seq_len` (a call's largest position + 1) matters to `"longrope"` and

@@ -1,0 +1,209 @@
+"""keras-hub's models with exact positions: `exact_rotary(model)`.
+
+keras-hub 0.32's rotary layers form their angles in float32 (in a float64 policy too), so at
+large positions their rotations drift from the exact ones; `exact_rotary` swaps each of them, in
+place, for the tf_posenc layer that computes the same thing with exact angles
+(`RotaryEmbedding.from_keras_hub`).
+
+Saving: keras-hub's configs have no field for the rotary layer, so a model saved after the swap
+holds keras-hub's arguments only, and `keras.saving.load_model` or `from_preset` give
+keras-hub's layers back. Apply `exact_rotary` after loading:
+
+    model = tf_posenc.keras_hub.exact_rotary(keras_hub.models.CausalLM.from_preset(...))
+
+No keras-hub module is patched: only the model passed in changes.
+"""
+
+import warnings
+
+import keras
+from keras import ops
+
+from tf_posenc import _keras_hub_layers
+from tf_posenc.layers import RotaryEmbedding
+
+
+@keras.saving.register_keras_serializable(package="tf_posenc")
+class SmolLM3Rotary(keras.layers.Layer):
+    """SmolLM3's `(cos, sin)` layer of keras-hub (`SmolLM3RotaryEmbedding`), with exact angles.
+
+    Called as keras-hub's is, `layer(x, start_index=0)`, it returns the `(cos, sin)` of keras-hub's
+    layer, `(batch, seq_len, rotary width)` in `x`'s dtype and the half layout, computed by
+    `RotaryEmbedding.rows` (rounded once from the exact angles, times `attention_scaling`).
+
+    Args:
+        rope_theta: Number: SmolLM3's `rope_theta`.
+        partial_rotary_factor: Number in (0, 1]: the rotating fraction of each head.
+        head_dim: Positive integer: the head size.
+        attention_scaling: Number: the factor of the cosines and sines (keras-hub's `rope_init`).
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        x: Queries or keys `(batch, seq_len, ...)`: their batch size, length and dtype are read.
+        start_index: Integer or scalar integer tensor: the first position.
+
+    Example:
+
+    >>> layer = SmolLM3Rotary(rope_theta=2e6, partial_rotary_factor=1.0, head_dim=8, attention_scaling=1.0)
+    >>> cos, sin = layer(keras.ops.zeros((2, 5, 8)), start_index=3)
+    >>> tuple(cos.shape)
+    (2, 5, 8)
+    """
+
+    def __init__(self, rope_theta, partial_rotary_factor, head_dim, attention_scaling, **kwargs):
+        super().__init__(**kwargs)
+        self.rope_theta = rope_theta
+        self.partial_rotary_factor = partial_rotary_factor
+        self.head_dim = head_dim
+        self.attention_scaling = attention_scaling
+        self.rotary_width = int(head_dim * partial_rotary_factor)
+        # keras-hub's weight, kept under its name so that checkpoints load either way; the
+        # rows come from the exact route, not from it.
+        self.inv_freq = self.add_weight(
+            name="inv_freq",
+            shape=(self.rotary_width // 2,),
+            initializer=keras.initializers.Constant(
+                RotaryEmbedding(max_wavelength=rope_theta).frequencies(self.rotary_width)
+            ),
+            trainable=False,
+        )
+        self._rope = RotaryEmbedding(
+            max_wavelength=rope_theta,
+            attention_factor=None if attention_scaling == 1.0 else attention_scaling,
+            dtype=self.dtype_policy,
+        )
+        self.built = True
+
+    def call(self, x, start_index=0):
+        shape_of_heads = ops.zeros((1, ops.shape(x)[1], self.rotary_width), self._rope.compute_dtype)
+        cos, sin = self._rope.rows(shape_of_heads, start_index=start_index)
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        cos, sin = (ops.broadcast_to(table, (batch, length, self.rotary_width)) for table in (cos, sin))
+        return ops.cast(cos, x.dtype), ops.cast(sin, x.dtype)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "rope_theta": self.rope_theta,
+            "partial_rotary_factor": self.partial_rotary_factor,
+            "head_dim": self.head_dim,
+            "attention_scaling": self.attention_scaling,
+        }
+
+
+def _sites(model):
+    """Every `(parent, attribute, layer)` reachable from `model` whose layer is a keras-hub
+    rotary layer, each parent once, found through the layers' attributes (and the lists,
+    tuples and dicts of layers they hold)."""
+    known = tuple(_keras_hub_layers.classes().values())
+    seen, found = set(), []
+
+    def visit(layer):
+        if id(layer) in seen:
+            return
+        seen.add(id(layer))
+        for attribute, value in list(vars(layer).items()):
+            if isinstance(value, known):
+                found.append((layer, attribute, value))
+            for child in _layers_in(value):
+                visit(child)
+
+    visit(model)
+    return found
+
+
+def _layers_in(value):
+    if isinstance(value, keras.layers.Layer):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [item for item in value if isinstance(item, keras.layers.Layer)]
+    if isinstance(value, dict):
+        return [item for item in value.values() if isinstance(item, keras.layers.Layer)]
+    return []
+
+
+def _exact_layer(parent, layer):
+    """The tf_posenc layer for the keras-hub rotary `layer` that `parent` calls."""
+    known = _keras_hub_layers.classes()
+    if type(layer) is known["SmolLM3RotaryEmbedding"]:
+        return SmolLM3Rotary(
+            rope_theta=layer.rope_theta,
+            partial_rotary_factor=layer.partial_rotary_factor,
+            head_dim=layer.head_dim,
+            attention_scaling=float(layer.attention_scaling),
+            dtype=layer.dtype_policy,
+            name=layer.name,
+        )
+    if getattr(parent, "mrope_section", None) is not None:
+        # Qwen3.5's M-RoPE path reads the layer's private `_get_inverse_freq` and rotates itself.
+        raise _keras_hub_layers.NotConvertible(
+            f"{type(parent).__name__} with `mrope_section` computes its M-RoPE angles from keras-hub's "
+            "private `_get_inverse_freq`, outside the rotary layer."
+        )
+    return RotaryEmbedding.from_keras_hub(layer)
+
+
+def exact_rotary(model, strict=True):
+    """Replaces every keras-hub rotary layer of `model`, in place, by tf_posenc's exact one.
+
+    Each rotary layer that a keras-hub attention layer calls (Llama, Llama 3, Mistral, Mixtral,
+    Gemma, Gemma 3 and 4, Gemma 3n, Qwen, Qwen-MoE, Qwen3, Qwen3-MoE, Qwen3.5's text path,
+    Phi-3 with either rope, GPT-NeoX, gpt-oss, SmolLM3, T5Gemma, T5Gemma2, ...) becomes the
+    `RotaryEmbedding` of `RotaryEmbedding.from_keras_hub`; SmolLM3's `(cos, sin)` layer becomes
+    a `SmolLM3Rotary`. The keras-hub layer stays tracked where it was, so weights and
+    checkpoints keep their paths (SmolLM3's `inv_freq`); only the attribute the attention reads
+    changes. The model's compiled functions (`generate_function`, `predict_function`, ...) are
+    dropped so that the next call traces the new layers. Calling it again changes nothing.
+
+    keras-hub's GPT-NeoX cached path rotates every decoded query at position 0 (a keras-hub
+    bug); the swapped layer is called as keras-hub calls it, so it does the same.
+
+    Saving: a model saved after the swap holds keras-hub's arguments only and reloads with
+    keras-hub's layers: apply `exact_rotary` after `keras.saving.load_model` or `from_preset`.
+
+    Args:
+        model: A built keras-hub `Backbone` or task (`CausalLM`, ...), or any Keras model or
+            layer holding them.
+        strict: Boolean. With `True` (the default), a rotary site that no tf_posenc layer
+            reproduces (Moonshine's, ESM's, Qwen3.5's M-RoPE path) is a `ValueError` naming
+            it; with `False` it is left as it is and reported in a warning.
+
+    Returns:
+        `model`.
+
+    Example:
+
+    >>> import keras_hub
+    >>> backbone = keras_hub.models.LlamaBackbone(vocabulary_size=16, num_layers=1,
+    ...     num_query_heads=2, hidden_dim=16, intermediate_dim=16, num_key_value_heads=1)
+    >>> backbone = exact_rotary(backbone)
+    >>> type(backbone.transformer_layers[0]._self_attention_layer.rotary_embedding_layer).__name__
+    'RotaryEmbedding'
+    """
+    if not isinstance(strict, bool):
+        raise ValueError(f"`strict` must be a boolean. Received: strict={strict!r}")
+    if not isinstance(model, keras.layers.Layer):
+        raise ValueError(f"`model` must be a Keras model or layer. Received: {type(model).__name__}")
+    left = []
+    for parent, attribute, layer in _sites(model):
+        site = f"{parent.name}.{attribute} ({type(layer).__name__})"
+        try:
+            exact = _exact_layer(parent, layer)
+        except _keras_hub_layers.NotConvertible as error:
+            if strict:
+                raise ValueError(
+                    f"Cannot make {site} exact: {error} Pass strict=False to leave it."
+                ) from error
+            left.append(f"{site}: {error}")
+            continue
+        # Past Keras's tracker, which refuses new sublayers on a built layer: the keras-hub layer
+        # stays tracked (its weights keep their paths), and the attention calls the exact one.
+        object.__setattr__(parent, attribute, exact)
+    if left:
+        warnings.warn(
+            "exact_rotary left these keras-hub rotary sites as they are:\n" + "\n".join(left), stacklevel=2
+        )
+    for compiled in ("generate_function", "predict_function", "train_function", "test_function"):
+        if getattr(model, compiled, None) is not None:
+            setattr(model, compiled, None)
+    return model
