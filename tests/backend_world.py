@@ -457,7 +457,27 @@ with keras.device("meta"):
 world["device_keys"] = [key()[4], meta_key[4]]
 """
 
-EXTRAS = {"jax": (), "torch": (ONNX_EXPORT, SCATTERED_CALLS)}
+# keras-hub's own model on JAX: a tiny Llama 3.1 swapped by `exact_rotary` (keras-hub is in the
+# test extra, not in the PyTorch environment).
+KERAS_HUB_SWAP = """
+import keras_hub
+from tf_posenc.keras_hub import exact_rotary
+from test_keras_hub import LLAMA31_ROPE, HEADS, SMALL, inputs
+keras.utils.set_random_seed(7)
+backbone = keras_hub.models.Llama3Backbone(**SMALL, **HEADS, **LLAMA31_ROPE)
+rope = backbone.transformer_layers[0]._self_attention_layer.rotary_embedding_layer
+x = np.random.default_rng(1).normal(size=(1, 16, 2, 8)).astype("float32")
+hub = {"theirs": to_numpy(backbone(inputs())), "theirs-far": to_numpy(rope(x, start_index=2**20 - 16))}
+exact_rotary(backbone)
+rope = backbone.transformer_layers[0]._self_attention_layer.rotary_embedding_layer
+hub["ours"] = to_numpy(backbone(inputs()))
+hub["ours-far"] = to_numpy(rope(x, start_index=2**20 - 16))
+far_step = compiled(lambda q, start: rope(q, start_index=start))
+hub["ours-far-jit"] = to_numpy(far_step(x, as_tensor(2**20 - 16)))
+np.savez("keras_hub.npz", **hub)
+world["keras_hub_rope"] = type(rope).__module__
+"""
+EXTRAS = {"jax": (KERAS_HUB_SWAP,), "torch": (ONNX_EXPORT, SCATTERED_CALLS)}
 
 
 MASKS_AND_ERRORS = """

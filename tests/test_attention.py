@@ -67,6 +67,33 @@ def test_rows_rotate_queries_and_keys_with_the_bits_of_a_call(name):
     assert cos.dtype == ("float64" if name == "float64" else "float32")  # the rotation's dtype
 
 
+def test_layers_rotating_at_one_start_in_a_graph_share_its_check_and_rows():
+    # keras-hub's attention layers rotate queries and keys at one `cache_update_index`: in a
+    # graph each call's check was a stateful Assert, so Grappler kept a copy of the rows per call.
+    ropes = [RotaryEmbedding(max_wavelength=500000) for _ in range(4)]
+    encoding = tf_posenc.PositionalEncoding(position=8, d_model=8)  # a smaller limit: its own check
+    q = tf.random.normal((1, 1, 2, 8), seed=1)
+
+    def step(start):
+        rotated = [rope(q, start_index=start) for rope in ropes for _ in range(2)]
+        return rotated, encoding(q[:, :, 0], start_index=start)
+
+    def asserts(function):
+        graph = tf.function(function).get_concrete_function(tf.TensorSpec([], tf.int32)).graph
+        return sum(op.type == "Assert" for op in graph.get_operations())
+
+    once = asserts(lambda start: (ropes[0](q, start_index=start), encoding(q[:, :, 0], start_index=start)))
+    assert once >= 2
+    assert asserts(step) == once  # eight rotations, one check; the encoding's own
+    rotated, added = tf.function(step)(tf.constant(5))
+    for index, rope in enumerate(ropes):
+        np.testing.assert_array_equal(rotated[2 * index].numpy(), rope(q, start_index=5).numpy())
+    np.testing.assert_array_equal(added.numpy(), encoding(q[:, :, 0], start_index=5).numpy())
+    # A start the rotations accept and the encoding does not is still refused by the encoding.
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"longer than `position`"):
+        tf.function(step)(tf.constant(8))
+
+
 @pytest.mark.parametrize("name", ["plain", "longrope", "bfloat16"])
 @pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
 def test_rows_in_a_compiled_step_of_unknown_length_have_the_bits_of_a_call(name, jit_compile):

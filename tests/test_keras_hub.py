@@ -59,12 +59,48 @@ BACKBONES = {
         rope_layer_enabled_list=[True, False], layer_types=["full_attention"] * 2, mlp_bias=False,
         layer_norm_epsilon=1e-6, max_position_embeddings=128, rope_theta=2e6, partial_rotary_factor=1.0,
     ),
+    "gemma4": lambda: keras_hub.models.Gemma4Backbone(
+        **SMALL, **HEADS, head_dim=8, image_size=16, global_rope_partial_rotary_factor=0.5
+    ),
+    "qwen3_5": lambda: keras_hub.models.Qwen3_5Backbone(**{**SMALL, "num_layers": 4}, **HEADS, head_dim=16),
+    "gemma3n": lambda: keras_hub.models.Gemma3nBackbone(
+        text_vocab_size=64, text_hidden_size=32, num_hidden_layers=2, pad_token_id=0, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, intermediate_size=[64, 64], hidden_activation="gelu_approximate",
+        layer_types=["sliding_attention", "full_attention"], sliding_window=8, rope_theta=10000.0,
+        max_position_embeddings=128, vocab_size_per_layer_input=64, hidden_size_per_layer_input=8,
+        altup_num_inputs=2, laurel_rank=4,
+    ),
+    **{
+        name: lambda cls=cls: cls(
+            vocabulary_size=64, encoder_hidden_dim=32, encoder_intermediate_dim=64, encoder_num_layers=1,
+            encoder_num_attention_heads=4, encoder_num_key_value_heads=2, encoder_head_dim=8,
+            encoder_layer_types=["full_attention"], decoder_hidden_dim=32, decoder_intermediate_dim=64,
+            decoder_num_layers=1, decoder_num_attention_heads=4, decoder_num_key_value_heads=2,
+            decoder_head_dim=8, decoder_layer_types=["full_attention"],
+        )
+        for name, cls in (("t5gemma", keras_hub.models.T5GemmaBackbone),
+                          ("t5gemma2", keras_hub.models.T5Gemma2Backbone))
+    },
 }  # fmt: skip
 
 
-def inputs(length=64, start=0):
+def inputs(length=64, start=0, backbone=None):
+    """Token ids (and the other inputs `backbone` takes) for `length` positions."""
     tokens = (np.arange(start, start + length) * 7 % 64)[None].astype("int32")
-    return {"token_ids": tokens, "padding_mask": np.ones_like(tokens)}
+    names = [tensor.name for tensor in backbone.inputs] if backbone is not None else []
+    given = {"token_ids": tokens, "padding_mask": np.ones_like(tokens)}
+    if "position_ids" in names:
+        given["position_ids"] = np.arange(length)[None].astype("int32")
+    if "encoder_token_ids" in names:
+        given = {f"{part}_{key}": value for part in ("encoder", "decoder") for key, value in given.items()}
+    return given
+
+
+def outputs(backbone, given):
+    """The backbone's outputs on `given`, flattened (encoder-decoders return a dict)."""
+    return np.concatenate(
+        [np.ravel(keras.ops.convert_to_numpy(value)) for value in keras.tree.flatten(backbone(given))]
+    )
 
 
 def built(name):
@@ -81,19 +117,20 @@ def keras_hub_rotary_sites(model):
 @pytest.mark.parametrize("name", list(BACKBONES))
 def test_the_swap_keeps_keras_hubs_logits_at_positions_0_to_63(name):
     backbone = built(name)
-    theirs = keras.ops.convert_to_numpy(backbone(inputs()))
+    given = inputs(backbone=backbone)
+    theirs = outputs(backbone, given)
     sites = keras_hub_rotary_sites(backbone)
     assert sites, name
     assert exact_rotary(backbone) is backbone
     assert keras_hub_rotary_sites(backbone) == []  # every site converted
-    ours = keras.ops.convert_to_numpy(backbone(inputs()))
+    ours = outputs(backbone, given)
     # keras-hub's float32 angles are within a few units of 2**-24 rad here.
     assert np.abs(ours - theirs).max() <= 2e-5 * max(1.0, np.abs(theirs).max()), name
     for parent, attribute, _ in sites:
         assert isinstance(getattr(parent, attribute), (RotaryEmbedding, SmolLM3Rotary))
     # Again: nothing left to change, the same numbers.
     exact_rotary(backbone)
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(backbone(inputs())), ours)
+    np.testing.assert_array_equal(outputs(backbone, given), ours)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,7 +193,7 @@ def keras_hub_rotation(layer, x, start):
     return x * cos + half * sin
 
 
-DRIFT_NAMES = ["llama3.1", "mistral", "gemma3", "qwen", "phi3-su", "gpt_oss"]
+DRIFT_NAMES = ["llama3.1", "mistral", "gemma3", "gemma4", "qwen", "phi3-su", "gpt_oss"]
 
 
 @pytest.mark.parametrize("name", DRIFT_NAMES)

@@ -15,6 +15,8 @@ positions); they are never rounded.
 """
 
 import numbers
+import threading
+import weakref
 from typing import NamedTuple
 
 import keras
@@ -212,7 +214,54 @@ class CheckedValues(keras.Operation):
         return {"what": self.what, "limit": self.limit, "limit_name": self.limit_name, "name": self.name}
 
 
+class _CheckedStarts:
+    """The checked `start_index` tensors of each graph being traced, by the tensor they check,
+    the limit and the (static) length: layers that rotate at one start in one graph (every
+    attention layer of a decoding step) share one check, and so the rows that follow it, which
+    Grappler then computes once. Each check's `Assert` is stateful, so without this every call
+    kept its own copy of the rows. Held weakly (the graph, and the tensors, which the graph
+    keeps alive: gone with it), at most `PER_GRAPH` starts a graph, under a lock."""
+
+    PER_GRAPH = 64
+
+    def __init__(self):
+        self._graphs = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def get(self, start, limit, seq_len, check):
+        graph = tf.compat.v1.get_default_graph()
+        key = (id(start), limit, seq_len)
+        with self._lock:
+            kept = self._graphs.setdefault(graph, {})
+            given, checked = kept.get(key, (lambda: None, lambda: None))
+            if given() is start and checked() is not None:
+                return checked()
+        result = check()
+        with self._lock:
+            if len(kept) < self.PER_GRAPH:
+                kept[key] = (weakref.ref(start), weakref.ref(result))
+        return result
+
+
+_CHECKED_STARTS = _CheckedStarts()
+
+
 def _checked_start(start_index, inputs, sequence_axis, limit):
+    seq_len = inputs.shape[sequence_axis]
+    if (
+        isinstance(start_index, tf.Tensor)
+        and seq_len is not None
+        and not tf.executing_eagerly()
+        and _graph_checks()
+        and not values_at_hand()
+    ):
+        return _CHECKED_STARTS.get(
+            start_index, limit, seq_len, lambda: _checked_start_now(start_index, inputs, sequence_axis, limit)
+        )
+    return _checked_start_now(start_index, inputs, sequence_axis, limit)
+
+
+def _checked_start_now(start_index, inputs, sequence_axis, limit):
     seq_len = inputs.shape[sequence_axis]
     if is_python_int(start_index):
         start = _validation.non_negative_int("start_index", start_index)
