@@ -272,6 +272,7 @@ def test_sites_it_cannot_convert_are_named_or_left_with_a_warning():
         exact_rotary(holder, strict="yes")
 
 
+@pytest.mark.slow
 def test_a_saved_model_reloads_with_keras_hubs_layers_and_swaps_to_the_same_logits(tmp_path):
     backbone = exact_rotary(built("llama3.1"))
     expected = keras.ops.convert_to_numpy(backbone(inputs(start=3)))
@@ -297,6 +298,7 @@ def test_a_saved_model_reloads_with_keras_hubs_layers_and_swaps_to_the_same_logi
     )
 
 
+@pytest.mark.slow
 def test_a_swapped_causal_lm_generates_and_fits_under_xla():
     keras.utils.set_random_seed(0)
     causal_lm = keras_hub.models.LlamaCausalLM(backbone=built("llama3.1"), preprocessor=None)
