@@ -518,6 +518,11 @@ def test_attention_temperature_follows_transformers_cache_slots_not_the_tokens_p
 # ---------------------------------------------------------------------------------------------
 # Every decoder layer's positions from its config
 
+# DeepSeek-V3's multi-head latent attention and experts, as small as its config class takes them.
+DEEPSEEK_TINY = {"model_type": "deepseek_v3", "num_hidden_layers": 2, "q_lora_rank": 16, "kv_lora_rank": 16,
+                 "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 8, "n_routed_experts": 2,
+                 "num_experts_per_tok": 1, "moe_intermediate_size": 16, "first_k_dense_replace": 1,
+                 "n_group": 1, "topk_group": 1}  # fmt: skip
 TINY = {"vocab_size": 32, "hidden_size": 32, "intermediate_size": 32, "num_attention_heads": 2,
         "num_key_value_heads": 1, "head_dim": 16}  # fmt: skip
 PLAN_CONFIGS = {
@@ -674,19 +679,7 @@ PLAN_CONFIGS = {
     },
     "ministral3-default": {"model_type": "ministral3", "num_hidden_layers": 2},
     "deepseek_v3": {
-        "model_type": "deepseek_v3",
-        "num_hidden_layers": 2,
-        "q_lora_rank": 16,
-        "kv_lora_rank": 16,
-        "qk_rope_head_dim": 8,
-        "qk_nope_head_dim": 16,
-        "v_head_dim": 8,
-        "n_routed_experts": 2,
-        "num_experts_per_tok": 1,
-        "moe_intermediate_size": 16,
-        "first_k_dense_replace": 1,
-        "n_group": 1,
-        "topk_group": 1,
+        **DEEPSEEK_TINY,
         "max_position_embeddings": 4096,
         "rope_parameters": {
             "rope_type": "yarn",
@@ -700,19 +693,7 @@ PLAN_CONFIGS = {
         },
     },
     "kimi-k2": {
-        "model_type": "deepseek_v3",
-        "num_hidden_layers": 2,
-        "q_lora_rank": 16,
-        "kv_lora_rank": 16,
-        "qk_rope_head_dim": 8,
-        "qk_nope_head_dim": 16,
-        "v_head_dim": 8,
-        "n_routed_experts": 2,
-        "num_experts_per_tok": 1,
-        "moe_intermediate_size": 16,
-        "first_k_dense_replace": 1,
-        "n_group": 1,
-        "topk_group": 1,
+        **DEEPSEEK_TINY,
         "max_position_embeddings": 131072,
         "rope_parameters": {
             "rope_type": "yarn",
@@ -726,19 +707,7 @@ PLAN_CONFIGS = {
         },
     },
     "deepseek_v3-default": {
-        "model_type": "deepseek_v3",
-        "num_hidden_layers": 2,
-        "q_lora_rank": 16,
-        "kv_lora_rank": 16,
-        "qk_rope_head_dim": 8,
-        "qk_nope_head_dim": 16,
-        "v_head_dim": 8,
-        "n_routed_experts": 2,
-        "num_experts_per_tok": 1,
-        "moe_intermediate_size": 16,
-        "first_k_dense_replace": 1,
-        "n_group": 1,
-        "topk_group": 1,
+        **DEEPSEEK_TINY,
     },
     "glm4": {"model_type": "glm4", "num_hidden_layers": 2},
     "glm4_moe": {
