@@ -1006,6 +1006,10 @@ def test_from_hf_config_takes_any_listed_layer_type_and_a_checkpoint_folder(tmp_
             r"`layer_types` must hold",
         ),
         ({}, r"must give `num_hidden_layers`"),  # no model type: nothing fills it in
+        (
+            {"num_hidden_layers": 1, "head_dim": None, "hidden_size": None},
+            r"must give the attention head size",
+        ),
         ({"model_type": "mamba", "num_hidden_layers": 2}, r"`model_type` must be one whose position rules"),
         (
             {**PLAN_CONFIGS["gemma3n"], "num_kv_shared_layers": 9},
@@ -1021,6 +1025,7 @@ def test_from_hf_config_takes_any_listed_layer_type_and_a_checkpoint_folder(tmp_
         "no-rope-layers-length",
         "unknown-layer-type",
         "no-layer-count",
+        "no-head-size",
         "unknown-model-type",
         "kv-sharing-without-source",
         "bidirectional",
@@ -1149,6 +1154,21 @@ def test_a_config_without_rope_keys_gets_its_config_classs_defaults(model_type):
                 assert getattr(rope, key) == parameters[key], key
         # The rope's own head size is the filled-in one.
         assert rope.frequencies(filled["head_dim"]).shape == (filled["head_dim"] // 2,)
+
+
+def test_gemma3n_rotates_each_layer_type_with_its_config_classs_theta():
+    # Gemma3nTextConfig: rope_theta 1e6 for full attention, rope_local_base_freq 1e4 for sliding
+    # (its `default_theta`), and the 4.x keys where a config gives them.
+    for extra, thetas in (({}, (1e4, 1e6)), ({"rope_theta": 5e5, "rope_local_base_freq": 2e4}, (2e4, 5e5))):
+        plan = hf_attention_layers({**TINY, **PLAN_CONFIGS["gemma3n"], **extra})
+        sliding = {entry.rope.max_wavelength for entry in plan if entry.sliding_window is not None}
+        full = {entry.rope.max_wavelength for entry in plan if entry.sliding_window is None}
+        assert (sliding, full) == ({thetas[0]}, {thetas[1]})
+        # A layer that reuses another's keys and values reuses one of its own type.
+        for index, entry in enumerate(plan):
+            if entry.kv_shared_layer_index is not None:
+                source = plan[entry.kv_shared_layer_index]
+                assert entry.kv_shared_layer_index < index and source.rope is entry.rope
 
 
 def test_the_readme_lists_the_model_types_read():

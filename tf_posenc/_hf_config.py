@@ -450,11 +450,10 @@ def attention_layers(config):
             temperature = (config["floor_scale"], config["attn_scale"], 1)
         if model_type == "ministral3" and parameters.get("llama_4_scaling_beta") is not None:
             # Llama 4's rule on every layer, from position 0: `get_llama_4_attn_scale`.
-            temperature = (
-                parameters["original_max_position_embeddings"],
-                parameters["llama_4_scaling_beta"],
-                0,
+            original = parameters.get("original_max_position_embeddings") or config.get(
+                "original_max_position_embeddings"
             )
+            temperature = (original, parameters["llama_4_scaling_beta"], 0)
         entries.append(
             LayerEntry(
                 bool(rotates),
@@ -488,7 +487,14 @@ def _softmax_scale(config, parameters):
                 mscale = 0.1 * weight * math.log(factor) + 1.0
                 scale *= mscale * mscale
         return scale
-    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    head_dim = config.get("head_dim")
+    if not head_dim and config.get("hidden_size") and config.get("num_attention_heads"):
+        head_dim = config["hidden_size"] // config["num_attention_heads"]
+    if not head_dim:
+        raise ValueError(
+            "The config must give the attention head size: `head_dim`, or `hidden_size` and "
+            "`num_attention_heads`. Received: none of them"
+        )
     return head_dim**-0.5
 
 
