@@ -317,3 +317,18 @@ def test_a_swapped_causal_lm_generates_and_fits_under_xla():
     x = inputs(16)
     history = causal_lm.fit(x, np.roll(x["token_ids"], -1, axis=1), epochs=2, verbose=0, shuffle=False)
     assert all(np.isfinite(history.history["loss"]))
+
+
+def test_a_keras_hub_that_moved_a_class_is_named_with_its_version(monkeypatch):
+    from tf_posenc import _keras_hub_layers
+
+    moved = {
+        **_keras_hub_layers._CLASSES,
+        "LlamaRotaryEmbedding": ("keras_hub.src.models.llama.moved", "Rope"),
+    }
+    monkeypatch.setattr(_keras_hub_layers, "_CLASSES", moved)
+    message = rf"keras-hub {keras_hub.__version__} has no `keras_hub.src.models.llama.moved.Rope`"
+    with pytest.raises(ValueError, match=message):
+        exact_rotary(built("llama"))
+    with pytest.raises(ValueError, match=message):
+        RotaryEmbedding.from_keras_hub(keras_hub.layers.RotaryEmbedding())
