@@ -73,7 +73,8 @@ def classes():
     return found
 
 
-def _attributes(layer, name):
+def checked_attributes(layer, name):
+    """Raises unless `layer` has the attributes keras-hub 0.32's `name` has."""
     missing = [attribute for attribute in _ATTRIBUTES[name] if not hasattr(layer, attribute)]
     if missing:
         import keras_hub
@@ -99,7 +100,7 @@ def rotary_arguments(layer):
         )
     if not isinstance(layer, known["RotaryEmbedding"]):
         raise NotConvertible(f"`layer` must be a keras-hub rotary layer. Received: {kind.__name__}")
-    _attributes(layer, "RotaryEmbedding")
+    checked_attributes(layer, "RotaryEmbedding")
     common = {
         "max_wavelength": layer.max_wavelength,
         "sequence_axis": layer.sequence_axis,
@@ -108,7 +109,7 @@ def rotary_arguments(layer):
         "dtype": layer.dtype_policy,
     }
     if kind is known["LlamaRotaryEmbedding"]:
-        _attributes(layer, "LlamaRotaryEmbedding")
+        checked_attributes(layer, "LlamaRotaryEmbedding")
         # keras-hub's Llama layer ignores `position_scaling_factor` (its `_get_inverse_freq`
         # never divides by it), and so does this one.
         if layer.low_freq_factor is None:
@@ -122,7 +123,7 @@ def rotary_arguments(layer):
             "original_max_position_embeddings": layer.pretraining_sequence_length,
         }
     if kind is known["Phi3SuScaledRotaryEmbedding"]:
-        _attributes(layer, "Phi3SuScaledRotaryEmbedding")
+        checked_attributes(layer, "Phi3SuScaledRotaryEmbedding")
         # Phi-3's "su" is LongRoPE: the long factors once the call's last position reaches past
         # the pretraining length, cosines and sines times `embedding_scaling_factor`.
         return {

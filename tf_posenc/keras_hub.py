@@ -126,6 +126,7 @@ def _exact_layer(parent, layer):
     """The tf_posenc layer for the keras-hub rotary `layer` that `parent` calls."""
     known = _keras_hub_layers.classes()
     if type(layer) is known["SmolLM3RotaryEmbedding"]:
+        _keras_hub_layers.checked_attributes(layer, "SmolLM3RotaryEmbedding")
         return SmolLM3Rotary(
             rope_theta=layer.rope_theta,
             partial_rotary_factor=layer.partial_rotary_factor,
