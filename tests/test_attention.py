@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 from bounds import FLOAT32_UNIT
 from helpers import as_float64
+from hf_configs import CONFIGS
 
 import tf_posenc
 from tf_posenc import (
@@ -664,18 +665,7 @@ PLAN_CONFIGS = {
     "ministral3": {
         "model_type": "ministral3",
         "num_hidden_layers": 2,
-        "rope_parameters": {
-            "rope_type": "yarn",
-            "rope_theta": 1000000.0,
-            "factor": 16.0,
-            "original_max_position_embeddings": 16384,
-            "max_position_embeddings": 262144,
-            "beta_fast": 32.0,
-            "beta_slow": 1.0,
-            "mscale_all_dim": 1.0,
-            "mscale": 1.0,
-            "llama_4_scaling_beta": 0.1,
-        },
+        "rope_parameters": CONFIGS["ministral-3"]["rope_parameters"],
     },
     "ministral3-default": {"model_type": "ministral3", "num_hidden_layers": 2},
     "deepseek_v3": {

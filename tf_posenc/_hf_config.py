@@ -186,12 +186,18 @@ def _head_dim(config, layer_type):
     for index, kind in enumerate(config.get("layer_types") or ()):
         if kind == layer_type and overrides.get(index, {}).get("head_dim"):
             return overrides[index]["head_dim"]
+    return _attention_head_dim(config, "rotary")
+
+
+def _attention_head_dim(config, what):
+    """The config's attention head size: `head_dim`, else `hidden_size // num_attention_heads`
+    (`what` names the size in the error: "rotary" or "attention")."""
     if config.get("head_dim"):
         return config["head_dim"]
     if config.get("hidden_size") and config.get("num_attention_heads"):
         return config["hidden_size"] // config["num_attention_heads"]
     raise ValueError(
-        "The config must give the rotary head size: `head_dim`, or `hidden_size` and "
+        f"The config must give the {what} head size: `head_dim`, or `hidden_size` and "
         "`num_attention_heads`. Received: none of them"
     )
 
@@ -487,15 +493,7 @@ def _softmax_scale(config, parameters):
                 mscale = 0.1 * weight * math.log(factor) + 1.0
                 scale *= mscale * mscale
         return scale
-    head_dim = config.get("head_dim")
-    if not head_dim and config.get("hidden_size") and config.get("num_attention_heads"):
-        head_dim = config["hidden_size"] // config["num_attention_heads"]
-    if not head_dim:
-        raise ValueError(
-            "The config must give the attention head size: `head_dim`, or `hidden_size` and "
-            "`num_attention_heads`. Received: none of them"
-        )
-    return head_dim**-0.5
+    return _attention_head_dim(config, "attention") ** -0.5
 
 
 def _kv_sources(config, types):

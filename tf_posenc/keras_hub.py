@@ -57,20 +57,18 @@ class SmolLM3Rotary(keras.layers.Layer):
         self.head_dim = head_dim
         self.attention_scaling = attention_scaling
         self.rotary_width = int(head_dim * partial_rotary_factor)
+        self._rope = RotaryEmbedding(
+            max_wavelength=rope_theta,
+            attention_factor=None if attention_scaling == 1.0 else attention_scaling,
+            dtype=self.dtype_policy,
+        )
         # keras-hub's weight, kept under its name so that checkpoints load either way; the
         # rows come from the exact route, not from it.
         self.inv_freq = self.add_weight(
             name="inv_freq",
             shape=(self.rotary_width // 2,),
-            initializer=keras.initializers.Constant(
-                RotaryEmbedding(max_wavelength=rope_theta).frequencies(self.rotary_width)
-            ),
+            initializer=keras.initializers.Constant(self._rope.frequencies(self.rotary_width)),
             trainable=False,
-        )
-        self._rope = RotaryEmbedding(
-            max_wavelength=rope_theta,
-            attention_factor=None if attention_scaling == 1.0 else attention_scaling,
-            dtype=self.dtype_policy,
         )
         self.built = True
 

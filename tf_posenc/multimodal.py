@@ -89,8 +89,7 @@ def mrope_positions(
             f"Received: values {sorted(set(np.unique(token_types).tolist()) - set(TOKEN_TYPES))}"
         )
     merge = _validation.positive_int("spatial_merge_size", spatial_merge_size)
-    if model_type not in _MODEL_TYPES:
-        raise ValueError(f"`model_type` must be one of {_MODEL_TYPES}. Received: model_type={model_type!r}")
+    _validation.one_of("model_type", model_type, _MODEL_TYPES)
     videos = _grids("video_grid_thw", video_grid_thw)
     if model_type != "qwen2_vl":  # one grid per frame, each frame its own run
         videos = [(1, height, width) for frames, height, width in videos for _ in range(frames)]
