@@ -54,7 +54,7 @@ def drift_table():
     return "\n".join(rows)
 
 
-def llama3(hidden, layers, heads, kv_heads):
+def llama3(hidden, layers, heads, kv_heads, jit_compile=False):
     keras.utils.set_random_seed(0)
     backbone = keras_hub.models.Llama3Backbone(
         vocabulary_size=256, num_layers=layers, num_query_heads=heads, num_key_value_heads=kv_heads,
@@ -63,37 +63,33 @@ def llama3(hidden, layers, heads, kv_heads):
         rope_pretraining_sequence_length=8192,
     )  # fmt: skip
     causal_lm = keras_hub.models.Llama3CausalLM(backbone=backbone, preprocessor=None)
-    causal_lm.compile(sampler="greedy")
+    # keras-hub runs `generate` under XLA where the model is compiled so (Keras's "auto" picks it
+    # on machines with a GPU, not on CPU-only ones).
+    causal_lm.compile(sampler="greedy", jit_compile=jit_compile)
     return causal_lm
 
 
 def cached_step(causal_lm, jit_compile):
-    """A timer of the cached single-token step (`call_with_cache`) over a 256-slot cache, at index
-    128: each call returns the median ms of 20 steps (a step that the machine interrupts is an
-    outlier, not a twentieth of the result)."""
+    """A timer of one cached single-token step (`call_with_cache`) over a 256-slot cache, at
+    index 128, in ms."""
     tokens = np.ones((1, 256), "int32")
     _, cache = causal_lm._build_cache(tokens)
     step = tf.function(
         lambda token, cache, index: causal_lm.call_with_cache(token, cache, index)[0], jit_compile=jit_compile
     )
     token, index = tf.constant(tokens[:, :1]), tf.constant(128)
-    step(token, cache, index)
 
     def timed():
-        times = []
-        for _ in range(20):
-            start = time.perf_counter()
-            step(token, cache, index).numpy()
-            times.append(time.perf_counter() - start)
-        return float(np.median(times)) * 1000
+        start = time.perf_counter()
+        step(token, cache, index).numpy()
+        return (time.perf_counter() - start) * 1000
 
     return timed
 
 
 def generation(causal_lm):
-    """A timer of greedy `generate` of 56 tokens after an 8-token prompt, in ms."""
+    """A timer of one greedy `generate` of 56 tokens after an 8-token prompt, in ms."""
     prompt = {"token_ids": np.ones((1, 64), "int32"), "padding_mask": np.array([[1] * 8 + [0] * 56])}
-    causal_lm.generate(prompt, stop_token_ids=None)
 
     def timed():
         start = time.perf_counter()
@@ -103,9 +99,12 @@ def generation(causal_lm):
     return timed
 
 
-def paired(theirs, ours, rounds):
-    """Both timers in alternating order, round after round, so that the machine's slow spells
-    fall on both: the best time of each, and the median of the rounds' ratios."""
+def paired(theirs, ours, rounds, warmup=5):
+    """Both timers one call each per round, in alternating order, so that a slow spell of the
+    machine falls on both calls of a round: the best time of each, and the median of the
+    rounds' ratios."""
+    for _ in range(warmup):
+        theirs(), ours()
     times = {"theirs": [], "ours": []}
     for round_ in range(rounds):
         order = (("theirs", theirs), ("ours", ours))
@@ -115,7 +114,7 @@ def paired(theirs, ours, rounds):
     return min(times["theirs"]), min(times["ours"]), float(np.median(ratios))
 
 
-def cost_table(rounds):
+def cost_table(step_rounds, generate_rounds):
     """Per model and measure: keras-hub's model against the same weights swapped, in one run."""
     rows = [
         "| model | measure | keras-hub (ms) | swap (ms) | best / best | median of ratios |",
@@ -125,12 +124,14 @@ def cost_table(rounds):
         ("tiny Llama 3 (2 layers, 32 wide)", (32, 2, 4, 2)),
         ("Llama 3, 4 layers, 512 wide", (512, 4, 8, 2)),
     ):
-        theirs, ours = llama3(*shape), exact_rotary(llama3(*shape))  # the same seed: the same weights
-        for measure, timer in (
-            ("cached step, graph", lambda model: cached_step(model, False)),
-            ("cached step, XLA", lambda model: cached_step(model, True)),
-            ("generate 56 tokens", generation),
+        for measure, timer, jit_compile, rounds in (
+            ("cached step, graph", lambda model: cached_step(model, False), False, step_rounds),
+            ("cached step, XLA", lambda model: cached_step(model, True), False, step_rounds),
+            ("generate 56 tokens, graph", generation, False, generate_rounds),
+            ("generate 56 tokens, XLA", generation, True, generate_rounds),
         ):
+            # The same seed: the same weights.
+            theirs, ours = llama3(*shape, jit_compile), exact_rotary(llama3(*shape, jit_compile))
             best_theirs, best_ours, median = paired(timer(theirs), timer(ours), rounds)
             rows.append(
                 f"| {label} | {measure} | {best_theirs:.2f} | {best_ours:.2f} | "
@@ -149,7 +150,7 @@ def main():
         print(drift_table())
     if arguments.only in (None, "cost"):
         print("\nCost (one run, the two models timed in turn; compare the ratios):\n")
-        print(cost_table(6 if arguments.quick else 20))
+        print(cost_table(*((100, 10) if arguments.quick else (1000, 60))))
 
 
 if __name__ == "__main__":

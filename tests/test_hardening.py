@@ -114,6 +114,20 @@ def test_start_index_limits_are_named_when_known():
         dynamic(tf.zeros((1, 1, 8)), tf.constant(2**63 + 5, tf.uint64))
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"`start_index` must be non-negative"):
         dynamic(tf.zeros((1, 1, 8)), tf.constant(-1, tf.int64))
+    # An int32 start with a length the graph knows (a decoding step) is checked in int32.
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"`start_index` must be non-negative"):
+        dynamic(tf.zeros((1, 3, 8)), tf.constant(-1))
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=r"longer than `position`: start_index \+ seq_len"
+    ):
+        dynamic(tf.zeros((1, 3, 8)), tf.constant(30))
+    assert dynamic(tf.zeros((1, 3, 8)), tf.constant(29)).shape == (1, 3, 8)
+    # start_index + seq_len would wrap around in int32: the check must still fail.
+    rotary = RotaryEmbedding()
+    rope = tf.function(lambda x, t: rotary(x, start_index=t))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"runs past the largest position"):
+        rope(tf.zeros((1, 2, 8)), tf.constant(2**31 - 2))
+    assert rope(tf.zeros((1, 2, 8)), tf.constant(2**31 - 3)).shape == (1, 2, 8)
 
 
 def test_positional_embedding_names_its_own_arguments():
@@ -264,6 +278,12 @@ def test_every_public_name_has_a_runnable_example():
 
 def test_module_caches_hand_out_read_only_constants():
     constants = _rows.column_constants(*encoding.columns(16))
-    for array in (constants.limbs, constants.offsets, _rows._sine_table()):
+    for array in (
+        constants.limbs,
+        constants.offsets,
+        constants.products,
+        constants.both_offsets,
+        _rows._sine_table(),
+    ):
         with pytest.raises(ValueError, match="read-only"):
             array[0] = 1

@@ -103,6 +103,13 @@ def test_decoding_one_step_at_a_time_has_the_full_pass_bits():
     step = tf.function(lambda x, t: layer(x, start_index=t))
     traced = [step(x[:, t : t + 1], tf.constant(100 + t)).numpy() for t in range(20)]
     np.testing.assert_array_equal(np.concatenate(traced, axis=1), full)
+    # More positions than a block: the grid, and 100 positions gathering their steps part by part.
+    longer = np.concatenate(
+        [x, np.random.default_rng(4).normal(size=(2, 80, 3, 16)).astype("float32")], axis=1
+    )
+    grid = layer(longer, start_index=100).numpy()
+    np.testing.assert_array_equal(grid[:, :20], full)
+    np.testing.assert_array_equal(layer(longer, positions=np.arange(100, 200)).numpy(), grid)
 
 
 def test_left_padded_rows_rotate_like_unpadded_ones_with_positions_from_mask():

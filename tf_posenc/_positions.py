@@ -282,6 +282,14 @@ def _checked_start_now(start_index, inputs, sequence_axis, limit):
             return start
         if not _graph_checks():
             return ops.cast(start, "int32")
+        length = sequence_length(inputs, sequence_axis)
+        if start.dtype == tf.int32 and isinstance(length, int):
+            # A decoding step's case: both of the checks below in int32, where `limit - length`
+            # cannot overflow as `start + length` could, and no casts.
+            conditions = _range_conditions("start_index", limit, True, start.dtype.max, False)
+            return _checked(
+                start, [*conditions, (lambda start: start <= limit.value - length, limit.too_long())]
+            )
         start = tf.cast(_in_range("start_index", start, limit, inclusive=True), tf.int64)
     length = sequence_length(inputs, sequence_axis)
     length = length if isinstance(length, int) else tf.cast(length, tf.int64)

@@ -127,19 +127,43 @@ ROW_ERROR_BOUND = row_error_bound("float32")
 
 
 class Constants:
-    """A layer's per-column constants: frequency limbs `(6, d)` and phase offsets `(d,)`, int32.
+    """A layer's per-column constants, int32 and read-only: frequency limbs `(6, d)`, phase
+    offsets `(d,)`, and what the route reads of them: `products`, the frequency limbs each
+    position limb multiplies (`_phase`), `(3, 6, d)`, and `both_offsets`, the offsets of the
+    sines and of the cosines a quarter turn later, `(2d,)`.
 
-    Built once per layer configuration (they depend on nothing else), read-only.
+    Built once per layer configuration (they depend on nothing else).
     """
 
-    __slots__ = ("limbs", "offsets", "width", "eager_steps")
+    __slots__ = ("limbs", "offsets", "products", "both_offsets", "width", "eager_steps")
 
     def __init__(self, limbs, offsets):
         self.limbs, self.offsets, self.width = limbs, offsets, limbs.shape[1]
+        self.products = _limb_products(limbs)
+        self.both_offsets = _sine_and_cosine_offsets(offsets)
         self.eager_steps = {}  # PyTorch's eager calls: the steps' pieces, by device
 
     def __deepcopy__(self, memo):
         return self  # read-only
+
+
+def _sine_and_cosine_offsets(offsets):
+    """Phase offsets of `[sines | cosines]`: a cosine is the sine a quarter turn later."""
+    both = np.concatenate([offsets, offsets + _QUARTER_TURN]).astype(np.int32)
+    both.flags.writeable = False
+    return both
+
+
+def _limb_products(limbs):
+    """Per position limb i, the frequency limbs it multiplies into the phase columns: column c
+    collects the products worth 2**(60 - 12c), position limb i times frequency limb i + c, so
+    limb i sees the frequency limbs moved up by i, zeros past the last (the products worth
+    2**72 or more are whole turns and drop out)."""
+    products = np.zeros((_POSITION_LIMBS, *limbs.shape), np.int32)
+    for i in range(_POSITION_LIMBS):
+        products[i, : _FREQUENCY_LIMBS - i] = limbs[i:]
+    products.flags.writeable = False
+    return products
 
 
 def _turns_fixed_point(frequency):
@@ -213,26 +237,31 @@ def _check_sine_table(table):
 _check_sine_table(_sine_table())
 
 
-def _phase(positions, limbs):
+_POSITION_LIMB_UNITS = np.array([_LIMB**i for i in range(_POSITION_LIMBS)], np.int32)
+
+
+def _trailing_axes(values, count):
+    """`values` with `count` axes of size 1 appended: one reshape where the shape is known."""
+    if None not in values.shape:
+        return ops.reshape(values, (*values.shape, *(1,) * count))
+    for _ in range(count):
+        values = ops.expand_dims(values, -1)
+    return values
+
+
+def _phase(positions, products):
     """Exact phases `p * F mod 2**72`, their top 48 bits as int32 digits (hi, mid) of 24 bits,
     `hi` plus some whole turns (a multiple of 2**24, below 2**26 in all).
 
-    `positions`: int32 tensor of any shape; the digits have shape `positions.shape + (d,)`.
+    `positions`: int32 tensor of any shape; `products`: `Constants.products`. The digits have
+    shape `positions.shape + (d,)`.
     """
-    positions = ops.expand_dims(ops.expand_dims(positions, -1), -1)
-    position_limbs = []
-    for i in range(_POSITION_LIMBS):
-        shifted = positions // _LIMB**i if i else positions
-        position_limbs.append(shifted % _LIMB if i < _POSITION_LIMBS - 1 else shifted)
-    # Column c collects the limb products worth 2**(60 - 12c), position limb i times frequency
-    # limb i + c: one product per position limb for all six columns, with the frequency limbs
-    # moved up by i and zeros past the last (the products worth 2**72 or more are whole turns
-    # and drop out).
-    columns = position_limbs[0] * limbs
-    for i in range(1, _POSITION_LIMBS):
-        moved_up = ops.concatenate([limbs[i:], ops.zeros((i, limbs.shape[1]), "int32")], axis=0)
-        columns = columns + position_limbs[i] * moved_up
-    columns = ops.unstack(columns, axis=-2)
+    # The position limbs (the last holds every bit above the others: below 2**7), on an axis
+    # of their own, `positions.shape + (3, 1, 1)`.
+    position_limbs = _trailing_axes(positions, 3) // _POSITION_LIMB_UNITS[:, None, None] % _LIMB
+    # Every limb product of a column at once, summed over the position limbs: integers, so
+    # exact in any order.
+    columns = ops.unstack(ops.sum(position_limbs * products, axis=-3), axis=-2)
     # Carried from the lowest column up to column 1: a column's bits above 12 go to the next.
     # The top digit keeps some whole turns (multiples of 2**24 in its units) for the caller's
     # `% _DIGIT`; column 0's own whole turns drop out.
@@ -310,17 +339,16 @@ class _Pieces:
         return first, second
 
 
-def _sines_and_cosines(positions, limbs, offsets=None):
-    """Pieces of sin and cos of each column's phase at `positions` (int32, any shape), side by
-    side along the last axis: `[sines | cosines]`, so that each operation serves both."""
-    hi, mid = _phase(positions, limbs)
-    if offsets is not None:
-        hi = hi + offsets
+def _sines_and_cosines(positions, products, both_offsets):
+    """Pieces of sin and cos of each column's phase at `positions` (int32, any shape) plus
+    `both_offsets` (as `Constants.both_offsets`), side by side along the last axis:
+    `[sines | cosines]`, so that each operation serves both."""
+    hi, mid = _phase(positions, products)
     return _Pieces(
         *_sine(
-            ops.concatenate([hi, hi + _QUARTER_TURN], axis=-1) % _DIGIT,
+            (ops.concatenate([hi, hi], axis=-1) + both_offsets) % _DIGIT,
             ops.concatenate([mid, mid], axis=-1),
-            constant=isinstance(positions, np.ndarray) and isinstance(limbs, np.ndarray),
+            constant=isinstance(positions, np.ndarray) and isinstance(products, np.ndarray),
         )
     )
 
@@ -341,13 +369,15 @@ def _step_pieces(constants):
     if _positions.values_at_hand():
         device = str(ops.convert_to_tensor(0).device)
         if device not in constants.eager_steps:
-            constants.eager_steps[device] = _steps_of(constants.limbs)
+            constants.eager_steps[device] = _steps_of(constants.products)
         return constants.eager_steps[device]
-    return _steps_of(constants.limbs)
+    return _steps_of(constants.products)
 
 
-def _steps_of(limbs):
-    both = _sines_and_cosines(np.arange(STEP, dtype=np.int32), limbs)
+def _steps_of(products):
+    # The steps' own phases: no offsets (the blocks carry them).
+    offsets = _sine_and_cosine_offsets(np.zeros(products.shape[-1], np.int32))
+    both = _sines_and_cosines(np.arange(STEP, dtype=np.int32), products, offsets)
     stacked = ops.stack([getattr(both, name) for name in _StepPieces._fields])
     return ops.concatenate(ops.split(stacked, 2, axis=-1), axis=0)
 
@@ -402,9 +432,15 @@ def _rows_at(positions, constants, dtype, scale=1.0):
     """Rows at int32 `positions` (any shape), shape `positions.shape + (d,)`: position p is split
     as block + step, with step = p mod 64, and the row is sin(block phase + step phase)."""
     step = positions % STEP
-    block = _sines_and_cosines(positions - step, constants.limbs, constants.offsets)
-    # A gather per part: XLA runs one gather of all eight twice as slowly.
-    steps = [_gather(part, step) for part in ops.unstack(_step_pieces(constants))]
+    block = _sines_and_cosines(positions - step, constants.products, constants.both_offsets)
+    pieces = _step_pieces(constants)
+    if None not in step.shape and math.prod(step.shape) <= STEP:
+        # A few positions (a decoding step): one gather, where the graph's cost is its number
+        # of operations.
+        steps = ops.unstack(_gather(pieces, step, axis=1))
+    else:
+        # A gather per part: XLA runs one gather of all eight twice as slowly.
+        steps = [_gather(part, step) for part in ops.unstack(pieces)]
     return _combine(block, steps, dtype, scale)
 
 
@@ -437,7 +473,7 @@ def _contiguous_rows(start, length, constants, dtype, scale=1.0):
         blocks = (length + 2 * STEP - 2) // STEP
     block_starts = first_block + ops.arange(blocks, dtype="int32") * STEP
     # Blocks down the first axis, steps along the second: the pieces broadcast to the grid.
-    block = _sines_and_cosines(ops.expand_dims(block_starts, 1), constants.limbs, constants.offsets)
+    block = _sines_and_cosines(ops.expand_dims(block_starts, 1), constants.products, constants.both_offsets)
     rows = ops.reshape(_combine(block, ops.unstack(steps), dtype, scale), (-1, constants.width))
     if isinstance(skip, int):
         return rows[skip : skip + length]
