@@ -434,7 +434,8 @@ def _rows_at(positions, constants, dtype, scale=1.0):
     step = positions % STEP
     block = _sines_and_cosines(positions - step, constants.products, constants.both_offsets)
     pieces = _step_pieces(constants)
-    if None not in step.shape and math.prod(step.shape) <= STEP:
+    # Sizes known as numbers (not `None`, nor JAX's symbolic dimensions of an export).
+    if all(isinstance(size, int) for size in step.shape) and math.prod(step.shape) <= STEP:
         # A few positions (a decoding step): one gather, where the graph's cost is its number
         # of operations.
         steps = ops.unstack(_gather(pieces, step, axis=1))
