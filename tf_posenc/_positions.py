@@ -263,6 +263,7 @@ def _checked_start(start_index, inputs, sequence_axis, limit):
 
 def _checked_start_now(start_index, inputs, sequence_axis, limit):
     seq_len = inputs.shape[sequence_axis]
+    length = sequence_length(inputs, sequence_axis)
     if is_python_int(start_index):
         start = _validation.non_negative_int("start_index", start_index)
         limit.check_fits(start, seq_len or 0)
@@ -278,23 +279,24 @@ def _checked_start_now(start_index, inputs, sequence_axis, limit):
             )
         if values_at_hand():
             start = int(ops.convert_to_numpy(_in_range_now("start_index", start, limit, inclusive=True)))
-            limit.check_fits(start, sequence_length(inputs, sequence_axis))
+            limit.check_fits(start, length)
             return start
         if not _graph_checks():
             return ops.cast(start, "int32")
-        length = sequence_length(inputs, sequence_axis)
         if start.dtype == tf.int32 and isinstance(length, int):
-            # A decoding step's case: both of the checks below in int32, where `limit - length`
-            # cannot overflow as `start + length` could, and no casts.
+            # A decoding step's case: every check in int32 (`limit - length` cannot overflow),
+            # and no casts.
             conditions = _range_conditions("start_index", limit, True, start.dtype.max, False)
-            return _checked(
-                start, [*conditions, (lambda start: start <= limit.value - length, limit.too_long())]
-            )
+            return _checked(start, [*conditions, _fits(limit, length)])
         start = tf.cast(_in_range("start_index", start, limit, inclusive=True), tf.int64)
-    length = sequence_length(inputs, sequence_axis)
     length = length if isinstance(length, int) else tf.cast(length, tf.int64)
-    fits = _checked(tf.cast(start, tf.int64), [(lambda wide: wide + length <= limit.value, limit.too_long())])
-    return tf.cast(fits, tf.int32)
+    return tf.cast(_checked(tf.cast(start, tf.int64), [_fits(limit, length)]), tf.int32)
+
+
+def _fits(limit, length):
+    """The check that a run of `length` from a start stays within `limit`, as a `(holds,
+    message)` pair: `start <= limit - length`, which no integer start can overflow."""
+    return (lambda start: start <= limit.value - length, limit.too_long())
 
 
 def _checked_sequence_positions(positions, inputs, sequence_axis, limit):
