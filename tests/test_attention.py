@@ -70,29 +70,73 @@ def test_rows_rotate_queries_and_keys_with_the_bits_of_a_call(name):
 
 def test_layers_rotating_at_one_start_in_a_graph_share_its_check_and_rows():
     # keras-hub's attention layers rotate queries and keys at one `cache_update_index`: in a
-    # graph each call's check was a stateful Assert, so Grappler kept a copy of the rows per call.
+    # graph each call's check was a stateful Assert, so Grappler kept a copy of the rows per
+    # call, and XLA, which does not merge them across keras-hub's `generate` loop, ran each.
     ropes = [RotaryEmbedding(max_wavelength=500000) for _ in range(4)]
+    # What the shared rows depend on, changed one at a time: each needs rows of its own.
+    others = [
+        RotaryEmbedding(max_wavelength=10000),
+        RotaryEmbedding(max_wavelength=500000, dtype="float64"),
+        *(  # the same frequencies, two scales
+            RotaryEmbedding(
+                scaling_factor=4.0,
+                rope_type="yarn",
+                original_max_position_embeddings=64,
+                attention_factor=factor,
+            )
+            for factor in (None, 1.0)
+        ),
+    ]
     encoding = tf_posenc.PositionalEncoding(position=8, d_model=8)  # a smaller limit: its own check
     q = tf.random.normal((1, 1, 2, 8), seed=1)
 
     def step(start):
         rotated = [rope(q, start_index=start) for rope in ropes for _ in range(2)]
-        return rotated, encoding(q[:, :, 0], start_index=start)
+        return (
+            rotated,
+            [other(q, start_index=start) for other in others],
+            encoding(q[:, :, 0], start_index=start),
+        )
 
-    def asserts(function):
+    def counts(function):
         graph = tf.function(function).get_concrete_function(tf.TensorSpec([], tf.int32)).graph
-        return sum(op.type == "Assert" for op in graph.get_operations())
+        kinds = [op.type for op in graph.get_operations()]
+        return kinds.count("Assert"), kinds.count("Round")  # a check; the rows' roundings
 
-    once = asserts(lambda start: (ropes[0](q, start_index=start), encoding(q[:, :, 0], start_index=start)))
-    assert once >= 2
-    assert asserts(step) == once  # eight rotations, one check; the encoding's own
-    rotated, added = tf.function(step)(tf.constant(5))
+    def one_of_each(start):
+        return [layer(q, start_index=start) for layer in ropes[:1] + others], encoding(
+            q[:, :, 0], start_index=start
+        )
+
+    checks, roundings = counts(one_of_each)
+    assert checks >= 2 and roundings > 0
+    assert counts(step) == (checks, roundings)  # eight rotations, one check and one copy of the rows
+    rotated, other_rotated, added = tf.function(step)(tf.constant(5))
     for index, rope in enumerate(ropes):
         np.testing.assert_array_equal(rotated[2 * index].numpy(), rope(q, start_index=5).numpy())
+    for rotation, other in zip(other_rotated, others, strict=True):
+        np.testing.assert_array_equal(rotation.numpy(), other(q, start_index=5).numpy())
     np.testing.assert_array_equal(added.numpy(), encoding(q[:, :, 0], start_index=5).numpy())
     # A start the rotations accept and the encoding does not is still refused by the encoding.
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"longer than `position`"):
         tf.function(step)(tf.constant(8))
+
+    # One start outside a loop and inside its body (a graph of its own, which captures it),
+    # and a start that moves with the loop: the bits of eager calls.
+    def looped(start):
+        outside = ropes[0](q, start_index=start)
+
+        def body(i, x):
+            return i + 1, ropes[1](x, start_index=start) + ropes[2](x, start_index=start + i)
+
+        return outside, tf.while_loop(lambda i, x: i < 3, body, (0, q))[1]
+
+    expected = q
+    for i in range(3):
+        expected = ropes[1](expected, start_index=5) + ropes[2](expected, start_index=5 + i)
+    outside, inside = tf.function(looped)(tf.constant(5))
+    np.testing.assert_array_equal(outside.numpy(), ropes[0](q, start_index=5).numpy())
+    np.testing.assert_allclose(inside.numpy(), expected.numpy(), rtol=1e-6)
 
 
 @pytest.mark.parametrize("name", ["plain", "longrope", "bfloat16"])

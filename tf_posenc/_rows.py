@@ -492,9 +492,19 @@ def rows(positions, length, constants, dtype="float32", scale=1.0):
     """
     if positions.values is not None:
         table = _rows_at(positions.values, constants, dtype, scale)
+    elif _positions.in_graph(positions.start) and isinstance(length, int):
+        # The layers of a decoding step share their rows (see `_positions.PerGraph`).
+        table = _SHARED_ROWS.get(
+            positions.start,
+            (length, constants, keras.backend.standardize_dtype(dtype), scale),
+            lambda: _contiguous_rows(positions.start, length, constants, dtype, scale),
+        )
     else:
         table = _contiguous_rows(positions.start, length, constants, dtype, scale)
     return _materialized(table) if keras.backend.backend() == "jax" else table
+
+
+_SHARED_ROWS = _positions.PerGraph()
 
 
 def _materialized(table):
