@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from bounds import FLOAT32_UNIT
-from helpers import as_float64
+from helpers import as_float64, in_threads
 from hf_configs import CONFIGS
 
 import tf_posenc
@@ -137,6 +137,26 @@ def test_layers_rotating_at_one_start_in_a_graph_share_its_check_and_rows():
     outside, inside = tf.function(looped)(tf.constant(5))
     np.testing.assert_array_equal(outside.numpy(), ropes[0](q, start_index=5).numpy())
     np.testing.assert_allclose(inside.numpy(), expected.numpy(), rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_graphs_traced_in_threads_keep_their_own_shared_rows():
+    # Each thread traces its own graphs (the default graph is per thread): the rows one shares
+    # among its layers are never another graph's.
+    ropes = [RotaryEmbedding(max_wavelength=10000 * (1 + index % 2)) for index in range(4)]
+    q = tf.random.normal((1, 1, 2, 8), seed=2)
+
+    def traced(item):
+        offset, start = item
+        step = tf.function(lambda start: [rope(q, start_index=start + offset) for rope in ropes])
+        return [rotated.numpy() for rotated in step(tf.constant(start))]
+
+    work = [[(thread, start) for start in (70, 2**20)] for thread in range(4)]
+    results, errors = in_threads(traced, work)
+    assert errors == []
+    for (offset, start), rotated in results.items():
+        for rope, got in zip(ropes, rotated, strict=True):
+            np.testing.assert_array_equal(got, rope(q, start_index=start + offset).numpy())
 
 
 @pytest.mark.parametrize("name", ["plain", "longrope", "bfloat16"])
