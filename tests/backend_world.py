@@ -226,7 +226,7 @@ x = tf_posenc.RotaryEmbedding(layout="interleave")(keras.layers.Reshape((-1, 2, 
 x = keras.layers.Reshape((-1, 16))(x)
 timesteps = keras.Input((), dtype="int32")
 patches = keras.Input((5, 16))
-y = tf_posenc.PatchPositionalEncoding(2, 16, cls_token=True)(patches)
+y = tf_posenc.PatchPositionalEncoding(2, d_model=16, cls_token=True)(patches)
 y = y + keras.layers.Reshape((1, 16))(tf_posenc.TimestepEmbedding(16)(timesteps))
 pooled = keras.layers.Concatenate()([x[:, 0], y[:, 0]])
 model = keras.Model([tokens, timesteps, patches], keras.layers.Dense(1, activation="sigmoid")(pooled))
@@ -457,8 +457,8 @@ with keras.device("meta"):
 world["device_keys"] = [key()[4], meta_key[4]]
 """
 
-# keras-hub's own model on JAX: a tiny Llama 3.1 swapped by `exact_rotary` (keras-hub is in the
-# test extra, not in the PyTorch environment).
+# keras-hub's own model: a tiny Llama 3.1 swapped by `exact_rotary`, the new layer tracked in the
+# old one's place (on PyTorch, torch keeps sublayers in its modules, apart from the attributes).
 KERAS_HUB_SWAP = """
 import keras_hub
 from tf_posenc.keras_hub import exact_rotary
@@ -469,7 +469,12 @@ rope = backbone.transformer_layers[0]._self_attention_layer.rotary_embedding_lay
 x = np.random.default_rng(1).normal(size=(1, 16, 2, 8)).astype("float32")
 hub = {"theirs": to_numpy(backbone(inputs())), "theirs-far": to_numpy(rope(x, start_index=2**20 - 16))}
 exact_rotary(backbone)
-rope = backbone.transformer_layers[0]._self_attention_layer.rotary_embedding_layer
+attention = backbone.transformer_layers[0]._self_attention_layer
+rope = attention.rotary_embedding_layer
+children = dict(attention.named_children()) if hasattr(attention, "named_children") else vars(attention)
+world["keras_hub_tracked"] = [
+    any(layer is rope for layer in attention._layers), children["rotary_embedding_layer"] is rope
+]
 hub["ours"] = to_numpy(backbone(inputs()))
 hub["ours-far"] = to_numpy(rope(x, start_index=2**20 - 16))
 far_step = compiled(lambda q, start: rope(q, start_index=start))
@@ -477,7 +482,7 @@ hub["ours-far-jit"] = to_numpy(far_step(x, as_tensor(2**20 - 16)))
 np.savez("keras_hub.npz", **hub)
 world["keras_hub_rope"] = type(rope).__module__
 """
-EXTRAS = {"jax": (KERAS_HUB_SWAP,), "torch": (ONNX_EXPORT, SCATTERED_CALLS)}
+EXTRAS = {"jax": (KERAS_HUB_SWAP,), "torch": (KERAS_HUB_SWAP, ONNX_EXPORT, SCATTERED_CALLS)}
 
 
 MASKS_AND_ERRORS = """
@@ -647,3 +652,26 @@ def test_runs_keras_3_layers_and_names_the_backend_tf_keras_needs(backend_world)
     assert result["tf_posenc.layers"] is None
     assert "runs on the Keras backend tensorflow; set KERAS_BACKEND" in result["tf_posenc.tf_keras"]
     assert f"Received: keras.backend.backend()={backend!r}" in result["tf_posenc.tf_keras"]
+
+
+def test_keras_hubs_models_swap_to_the_exact_rotation(backend_world):
+    import keras_hub
+    from test_keras_hub import HEADS, LLAMA31_ROPE, SMALL, keras_hub_rotation
+
+    from tf_posenc import RotaryEmbedding
+
+    folder, _, world, _, _ = backend_world
+    saved = np.load(folder / "keras_hub.npz")
+    assert world["keras_hub_rope"] == "tf_posenc.layers.rotary_embedding"
+    assert world["keras_hub_tracked"] == [True, True]
+    assert np.abs(saved["ours"] - saved["theirs"]).max() <= 2e-5 * max(1.0, np.abs(saved["theirs"]).max())
+    rope = keras_hub.models.Llama3Backbone(**SMALL, **HEADS, **LLAMA31_ROPE).transformer_layers[0]
+    rope = rope._self_attention_layer.rotary_embedding_layer
+    x = np.random.default_rng(1).normal(size=(1, 16, 2, 8)).astype("float32")
+    # The TensorFlow backend's rotation (a compiled call may fuse its multiply-add), and
+    # keras-hub's float32 angles far from it.
+    expected = RotaryEmbedding.from_keras_hub(rope)(x, start_index=2**20 - 16).numpy()
+    for key in ("ours-far", "ours-far-jit"):
+        assert np.abs(saved[key] - expected).max() <= 2 * FLOAT32_UNIT * np.abs(x).max()
+    exact = keras_hub_rotation(rope, x, 2**20 - 16)
+    assert np.abs(saved["theirs-far"] - exact).max() > 100 * np.abs(saved["ours-far"] - exact).max()

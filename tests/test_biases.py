@@ -1430,3 +1430,25 @@ def test_a_multi_head_attention_subclass_takes_the_bias_of_its_positions(make):
     )
     last = last.numpy()
     np.testing.assert_allclose(last[0, 0], full[0, 6], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: AlibiBias(num_heads=8, dtype="mixed_bfloat16"),
+             lambda: RelativePositionBias(8, dtype="mixed_bfloat16")],
+    ids=["alibi", "t5"],
+)  # fmt: skip
+def test_float_positions_never_pass_through_the_compute_dtype(make):
+    # 257.0 and 999.0 are 256 and 1000 in bfloat16: ALiBi's bias of the far key would be off by
+    # a slope's worth, T5's near keys would land in a neighbouring exact bucket.
+    layer = make()
+    queries, keys = np.array([257.0, 999.0]), np.arange(250.0, 1000.0)
+    scores = np.zeros((1, 8, 2, 750), "float32")
+    added = layer(scores, query_positions=queries, key_positions=keys)
+    assert keras.backend.standardize_dtype(added.dtype) == "bfloat16"
+    exact = layer.bias(queries.astype("int32"), keys.astype("int32"))
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(keras.ops.cast(added, "float32")),
+        keras.ops.convert_to_numpy(keras.ops.cast(keras.ops.cast(exact, "bfloat16"), "float32")),
+    )
+    with pytest.raises(ValueError, match=r"`autocast` must be False"):
+        type(layer)(**{**layer.get_config(), "autocast": True})

@@ -194,10 +194,10 @@ def test_sincos_2d_is_mae_table(embed_dim, grid_size, cls_token):
 
 @pytest.mark.parametrize("policy", ROUNDED_POLICIES)
 def test_patch_layer_adds_the_mae_table_to_both_shapes(policy):
-    layer = PatchPositionalEncoding(14, 64, cls_token=True, dtype=policy)
+    layer = PatchPositionalEncoding(14, d_model=64, cls_token=True, dtype=policy)
     added = added_to_zeros(layer, (2, 197, 64))
     assert np.abs(added - mae_table(64, 14, True)).max() <= ROW_BOUND[policy]
-    grid = added_to_zeros(PatchPositionalEncoding(14, 64, dtype=policy), (2, 14, 14, 64))
+    grid = added_to_zeros(PatchPositionalEncoding(14, d_model=64, dtype=policy), (2, 14, 14, 64))
     assert np.abs(grid - mae_table(64, 14).reshape(14, 14, 64)).max() <= ROW_BOUND[policy]
 
 
@@ -266,7 +266,7 @@ def test_timestep_embedding_errors():
             ),
             np.array([[2, 3, 1]]),
         ),
-        (PatchPositionalEncoding(2, 8, cls_token=True, name="l"), np.zeros((1, 5, 8), "float32")),
+        (PatchPositionalEncoding(2, d_model=8, cls_token=True, name="l"), np.zeros((1, 5, 8), "float32")),
         (TimestepEmbedding(9, flip_sin_to_cos=True, scale=2.0, name="l"), np.array([3, 4])),
     ],
     ids=["fairseq", "tensor2tensor-embedding", "patches", "timesteps"],
@@ -291,7 +291,7 @@ def test_conventions_export_without_float64_and_run_in_litert(tmp_path):
     expected = timestep_reference(data, 32, flip_sin_to_cos=True)
     assert np.abs(serve(data) - expected).max() <= FLOAT32_UNIT
     patches = keras.Input((16, 8))
-    patch_model = keras.Model(patches, PatchPositionalEncoding(4, 8)(patches))
+    patch_model = keras.Model(patches, PatchPositionalEncoding(4, d_model=8)(patches))
     patch_model.export(str(tmp_path / "patches"), verbose=False)
     saved = saved_model_pb2.SavedModel()
     saved.ParseFromString((tmp_path / "patches" / "saved_model.pb").read_bytes())

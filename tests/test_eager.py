@@ -121,7 +121,7 @@ def test_a_changed_dtype_policy_gets_a_fresh_layers_bits_and_dtype(name):
 
 
 def test_at_most_sixteen_traced_functions_are_kept():
-    layer = layers.PatchPositionalEncoding(None, 16)
+    layer = layers.PatchPositionalEncoding(None, d_model=16)
     grids = [(height, width) for height in range(1, 5) for width in range(1, 5)] + [(5, 1)]  # 17 grids
     outputs = {grid: layer(tf.zeros((1, *grid, 16))).numpy() for grid in grids}
     assert layer._eager_paths.kept_functions == 16

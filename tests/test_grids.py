@@ -108,7 +108,12 @@ def test_sincos_2d_is_diffusers_on_any_grid(grid, base_size, scale):
 def test_patch_layer_adds_the_rounded_table(policy, grid_size, base_size, scale, shape):
     cls_token = shape == (2, 10, 64)
     layer = PatchPositionalEncoding(
-        grid_size, 64, cls_token=cls_token, base_size=base_size, interpolation_scale=scale, dtype=policy
+        grid_size,
+        d_model=64,
+        cls_token=cls_token,
+        base_size=base_size,
+        interpolation_scale=scale,
+        dtype=policy,
     )
     grid = (shape[1], shape[2]) if len(shape) == 4 else _validation.grid_shape("grid_size", grid_size, 2)
     table = sincos_2d(64, grid, cls_token, base_size=base_size, interpolation_scale=scale)
@@ -119,12 +124,12 @@ def test_patch_layer_adds_the_rounded_table(policy, grid_size, base_size, scale,
 
 
 def test_patch_layer_reads_the_grid_when_the_graph_runs():
-    layer = PatchPositionalEncoding(None, 16)
+    layer = PatchPositionalEncoding(None, d_model=16)
     traced = tf.function(layer, input_signature=[tf.TensorSpec((None, None, None, 16))])
     for height, width in ((2, 3), (5, 4)):
         got = traced(np.zeros((1, height, width, 16), "float32")).numpy().reshape(-1, 16)
         assert np.abs(got - sincos_2d(16, (height, width))).max() <= ROW_BOUND["float32"]
-    with_base = PatchPositionalEncoding(None, 16, base_size=16)
+    with_base = PatchPositionalEncoding(None, d_model=16, base_size=16)
     with pytest.raises(ValueError, match=r"With `base_size`, the positions depend on the grid's size"):
         tf.function(with_base, input_signature=[tf.TensorSpec((None, None, None, 16))])(
             np.zeros((1, 2, 2, 16))
@@ -160,20 +165,22 @@ def test_video_layer_is_diffusers_3d_table(policy):
     )
     for (frame, patch, column), value in DIFFUSERS_3D.items():
         assert expected[frame, patch, column] == pytest.approx(value, abs=1e-6)
-    layer = VideoPositionalEncoding((6, 4), 3, 64, spatial_interpolation_scale=1.875, dtype=policy)
+    layer = VideoPositionalEncoding((6, 4), 3, d_model=64, spatial_interpolation_scale=1.875, dtype=policy)
     for shape in ((2, 3, 4, 6, 64), (2, 72, 64)):
         added = tf.cast(layer(np.zeros(shape, "float32")), tf.float64).numpy().reshape(2, 3, 24, 64)
         assert np.abs(added - expected).max() <= ROW_BOUND[policy]
-    from_inputs = VideoPositionalEncoding(None, None, 64, spatial_interpolation_scale=1.875, dtype=policy)
+    from_inputs = VideoPositionalEncoding(
+        None, None, d_model=64, spatial_interpolation_scale=1.875, dtype=policy
+    )
     added = tf.cast(from_inputs(np.zeros((1, 3, 4, 6, 64), "float32")), tf.float64).numpy()
     assert np.abs(added.reshape(1, 3, 24, 64) - expected).max() <= ROW_BOUND[policy]
     assert VideoPositionalEncoding.from_config(layer.get_config()).get_config() == layer.get_config()
     with pytest.raises(ValueError, match=r"`inputs` must have shape \(batch, 3, 4, 6, 64\)"):
         layer(np.zeros((1, 3, 6, 4, 64), "float32"))
     with pytest.raises(ValueError, match=r"`d_model` must be a multiple of 16"):
-        VideoPositionalEncoding(4, 2, 40)
+        VideoPositionalEncoding(4, 2, d_model=40)
     with pytest.raises(ValueError, match=r"must be given together"):
-        VideoPositionalEncoding(4, None, 64)
+        VideoPositionalEncoding(4, None, d_model=64)
 
 
 def flux_reference(ids, axes_dim=(16, 56, 56), theta=10000):
@@ -340,10 +347,10 @@ def test_grid_layers_export_to_litert_and_onnx(tmp_path):
     # A grid read when the model runs, axial ids given as a model input, a video table and
     # M-RoPE ids (batch first in the model's input, as Keras wants it).
     queries, ids = keras.Input((None, None, 16)), keras.Input((None, 2), dtype="int32")
-    encoded = PatchPositionalEncoding(None, 16)(queries)
+    encoded = PatchPositionalEncoding(None, d_model=16)(queries)
     tokens = keras.layers.Reshape((-1, 1, 16))(encoded)
     rotated = AxialRotaryEmbedding((8, 8))(tokens, positions=ids)
-    video = VideoPositionalEncoding((5, 3), 1, 16)(keras.layers.Reshape((1, 3, 5, 16))(rotated))
+    video = VideoPositionalEncoding((5, 3), 1, d_model=16)(keras.layers.Reshape((1, 3, 5, 16))(rotated))
     mrope_ids = keras.ops.stack(
         [keras.ops.zeros_like(ids[..., 0]), ids[..., 0], ids[..., 1]]
     )  # (3, batch, seq)
@@ -743,3 +750,17 @@ def test_grid_size_gives_integer_ids_or_clear_errors():
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
             call()
+
+
+@pytest.mark.parametrize(
+    "make, function",
+    [(lambda: PatchPositionalEncoding(16, 64), "sincos_2d"),
+     (lambda: PatchPositionalEncoding(16), "sincos_2d"),
+     (lambda: VideoPositionalEncoding((6, 4), 3, 64), "sincos_3d")],
+    ids=["patch-positional-width", "patch-no-width", "video-positional-width"],
+)  # fmt: skip
+def test_grid_layers_take_their_width_by_keyword(make, function):
+    # The NumPy tables take the width first (diffusers' order), the layers the grid first: a width
+    # given by position could be a swapped grid size, so it is refused, naming both orders.
+    with pytest.raises(ValueError, match=rf"takes `d_model` by keyword.*`{function}` takes the width first"):
+        make()

@@ -126,8 +126,13 @@ def test_the_swap_keeps_keras_hubs_logits_at_positions_0_to_63(name):
     ours = outputs(backbone, given)
     # keras-hub's float32 angles are within a few units of 2**-24 rad here.
     assert np.abs(ours - theirs).max() <= 2e-5 * max(1.0, np.abs(theirs).max()), name
-    for parent, attribute, _ in sites:
-        assert isinstance(getattr(parent, attribute), (RotaryEmbedding, SmolLM3Rotary))
+    for parent, attribute, theirs_layer in sites:
+        exact = getattr(parent, attribute)
+        assert isinstance(exact, (RotaryEmbedding, SmolLM3Rotary))
+        # Tracked in the keras-hub layer's place (Keras's store of sublayers, which `model.layers`,
+        # the weights and saving read), not beside it.
+        assert any(layer is exact for layer in parent._layers), name
+        assert not any(layer is theirs_layer for layer in parent._layers), name
     # Again: nothing left to change, the same numbers.
     exact_rotary(backbone)
     np.testing.assert_array_equal(outputs(backbone, given), ours)

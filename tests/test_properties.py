@@ -165,6 +165,6 @@ def test_patch_encoding_matches_the_reference(d_model, grid_size, cls_token, pol
     if cls_token:
         expected = np.concatenate([np.zeros((1, d_model)), expected])
     np.testing.assert_allclose(tf_posenc.sincos_2d(d_model, grid_size, cls_token), expected, atol=1e-12)
-    layer = tf_posenc.PatchPositionalEncoding(grid_size, d_model, cls_token=cls_token, dtype=policy)
+    layer = tf_posenc.PatchPositionalEncoding(grid_size, d_model=d_model, cls_token=cls_token, dtype=policy)
     added = tf.cast(layer(tf.zeros((1,) + expected.shape, layer.compute_dtype)), tf.float64).numpy()[0]
     assert np.abs(added - expected).max() <= ROW_BOUND[policy]

@@ -731,3 +731,39 @@ def test_llama4_scout_rotates_through_the_plan_as_from_hf_config():
     plain = 500000.0 ** -(np.arange(0, 128, 2) / 128)
     long = 2 * np.pi / plain > 8192  # past original / low_freq_factor: divided by 16, no blend
     np.testing.assert_allclose(frequencies, np.where(long, plain / 16, plain), rtol=1e-15)
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [({"rope_type": "longrope"}, r"`rope_type='longrope'` needs `short_factor` and `long_factor`"),
+     ({"max_wavelength": -10000}, r"`max_wavelength` must be a finite number greater than 1"),
+     ({"max_wavelength": float("nan")}, r"`max_wavelength` must be a finite number greater than 1"),
+     ({"rope_type": "ntk-aware"}, r"`rope_type` must be one of \('linear'"),
+     ({"scaling_factor": 0.5}, r"`scaling_factor` must be"),
+     ({"rope_type": "longrope", "short_factor": [1.0] * 3, "long_factor": [2.0] * 3},
+      r"`short_factor` must have one entry per rotating feature pair: 32"),
+     ({"dim": 7}, r"`dim` must be even"),
+     ({"dim": 0}, r"`dim` must be a positive integer"),
+     ({"partial_rotary_factor": 0.5}, r"`dim` is the width that rotates"),
+     ({"rope_type": "dynamic_ntk", "max_position_embeddings": 8, "seq_len": -1}, r"`seq_len` must be a non-neg")],
+    ids=["longrope-without-factors", "negative-base", "nan-base", "unknown-type", "factor-below-1",
+         "factors-per-pair", "odd-dim", "zero-dim", "partial-not-proportional", "negative-seq-len"],
+)  # fmt: skip
+def test_rotary_frequencies_checks_what_the_layer_checks(arguments, message):
+    arguments = {"dim": 64, **arguments}
+    with pytest.raises(ValueError, match=message):
+        _rope_types.rotary_frequencies(arguments.pop("dim"), **arguments)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{}, {"rope_type": "yarn", "max_position_embeddings": 16384, "original_max_position_embeddings": 4096},
+     {"rope_type": "llama3", "scaling_factor": 8.0, "original_max_position_embeddings": 8192},
+     {"rope_type": "proportional", "partial_rotary_factor": 0.25}],
+    ids=["plain", "yarn-inferred-factor", "llama3", "proportional"],
+)  # fmt: skip
+def test_rotary_frequencies_are_the_layers(arguments):
+    # `scaling_factor=None` means what the layer's does: YaRN infers 16384 / 4096 = 4 here.
+    expected = RotaryEmbedding(**arguments).frequencies(64)
+    np.testing.assert_array_equal(_rope_types.rotary_frequencies(64, **arguments), expected)
+    assert np.all(np.isfinite(expected))

@@ -349,7 +349,7 @@ def checked_head(arguments, dim, where):
 def rotary_frequencies(
     dim,
     max_wavelength=10000,
-    scaling_factor=1.0,
+    scaling_factor=None,
     rope_type="linear",
     beta_fast=32.0,
     beta_slow=1.0,
@@ -398,10 +398,27 @@ def rotary_frequencies(
 
     transformers rounds `short_factor` and `long_factor` to float32 and computes its inverse
     frequencies in float32; here everything is float64, the numbers its code means.
+
+    The arguments are checked as `RotaryEmbedding` checks them, and `scaling_factor=None` means
+    what it means there (1, or for `"yarn"` and `"longrope"` given `max_position_embeddings`,
+    the ratio of the context lengths): the function and the layer give the same frequencies.
     """
-    options = Options(**{name: value for name, value in locals().items() if name in ARGUMENTS})
-    options.scaling_factor = 1.0 if scaling_factor is None else scaling_factor
-    return REGISTRY[rope_type].frequencies(dim, options, seq_len)
+    given = {name: value for name, value in locals().items() if name in ARGUMENTS}
+    arguments = {**{name: argument.default for name, argument in ARGUMENTS.items()}, **given}
+    if _validation.positive_int("dim", dim) % 2:
+        raise ValueError(f"`dim` must be even: features rotate in pairs. {_validation.received('dim', dim)}")
+    checked = checked_arguments(arguments)
+    if seq_len is not None:
+        seq_len = _validation.non_negative_int("seq_len", seq_len)
+    if checked["partial_rotary_factor"] != 1 and not REGISTRY[checked["rope_type"]].whole_head:
+        raise ValueError(
+            "`dim` is the width that rotates: `partial_rotary_factor` is read by "
+            f"rope_type='proportional' only here. Received: partial_rotary_factor={partial_rotary_factor}, "
+            f"rope_type={rope_type!r}"
+        )
+    checked_head(checked, dim, f"for dim={dim}")
+    options = Options(**{**checked, "scaling_factor": effective_factor(checked)})
+    return REGISTRY[checked["rope_type"]].frequencies(dim, options, seq_len)
 
 
 def rotary_attention_factor(

@@ -150,6 +150,19 @@ def same_keras_family(inputs, layer_name, family):
         )
 
 
+def width_by_keyword(layer_name, grid, positional, d_model, function):
+    """Raises unless a grid layer's width came by keyword: its NumPy twin `function` takes the
+    width first (diffusers' order) and the layer takes the grid first, so a width given by position
+    could be swapped with a grid size without a sign."""
+    if positional or d_model is None:
+        raise ValueError(
+            f"`{layer_name}` takes `d_model` by keyword, as `{layer_name}({grid}, d_model=...)`: "
+            f"`{function}` takes the width first, the layer the grid first, so two integers in a "
+            f"row would be ambiguous. Received: positional arguments {tuple(positional)} after the "
+            f"grid, d_model={d_model!r}"
+        )
+
+
 def boolean(name, value):
     if not isinstance(value, bool):
         raise ValueError(f"`{name}` must be a boolean. {received(name, value)}")

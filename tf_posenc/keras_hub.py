@@ -100,7 +100,7 @@ def _sites(model):
         if id(layer) in seen:
             return
         seen.add(id(layer))
-        for attribute, value in list(vars(layer).items()):
+        for attribute, value in _attributes(layer):
             if isinstance(value, known):
                 found.append((layer, attribute, value))
             for child in _layers_in(value):
@@ -108,6 +108,15 @@ def _sites(model):
 
     visit(model)
     return found
+
+
+def _attributes(layer):
+    """`layer`'s attributes: its own, and on Keras's PyTorch backend the sublayers that
+    `torch.nn.Module` keeps apart from them (`named_children`)."""
+    attributes = dict(vars(layer))
+    if hasattr(layer, "named_children"):
+        attributes.update(layer.named_children())
+    return list(attributes.items())
 
 
 def _layers_in(value):
@@ -118,6 +127,23 @@ def _layers_in(value):
     if isinstance(value, dict):
         return [item for item in value.values() if isinstance(item, keras.layers.Layer)]
     return []
+
+
+def _replace(parent, attribute, layer, exact):
+    """`parent.attribute`, which holds `layer`, set to `exact`, which Keras then tracks in its
+    place (its weights, `model.layers`, saving; on PyTorch, torch's modules): the tracker of a
+    built layer is unlocked for the change, as Keras's own `Dense.enable_lora` does."""
+    tracker = parent._tracker
+    locked = tracker.locked
+    tracker.unlock()
+    try:
+        held_elsewhere = any(value is layer for name, value in _attributes(parent) if name != attribute)
+        if tracker.is_in_store("layers", layer) and not held_elsewhere:
+            tracker.replace_tracked_value("layers", layer, exact)
+        setattr(parent, attribute, exact)
+    finally:
+        if locked:
+            tracker.lock()
 
 
 def _exact_layer(parent, layer):
@@ -149,10 +175,11 @@ def exact_rotary(model, strict=True):
     Gemma, Gemma 3 and 4, Gemma 3n, Qwen, Qwen-MoE, Qwen3, Qwen3-MoE, Qwen3.5's text path,
     Phi-3 with either rope, GPT-NeoX, gpt-oss, SmolLM3, T5Gemma, T5Gemma2, ...) becomes the
     `RotaryEmbedding` of `RotaryEmbedding.from_keras_hub`; SmolLM3's `(cos, sin)` layer becomes
-    a `SmolLM3Rotary`. The keras-hub layer stays tracked where it was, so weights and
-    checkpoints keep their paths (SmolLM3's `inv_freq`); only the attribute the attention reads
-    changes. The model's compiled functions (`generate_function`, `predict_function`, ...) are
-    dropped so that the next call traces the new layers. Calling it again changes nothing.
+    a `SmolLM3Rotary`. The new layer takes the keras-hub layer's place in the model, on every
+    backend: the attribute the attention reads, `model.layers`, the weights (SmolLM3's `inv_freq`
+    keeps its path) and torch's modules on PyTorch. The model's compiled functions
+    (`generate_function`, `predict_function`, ...) are dropped so that the next call traces the
+    new layers. Calling it again changes nothing.
 
     keras-hub's GPT-NeoX cached path rotates every decoded query at position 0 (a keras-hub
     bug); the swapped layer is called as keras-hub calls it, so it does the same.
@@ -195,9 +222,7 @@ def exact_rotary(model, strict=True):
                 ) from error
             left.append(f"{site}: {error}")
             continue
-        # Past Keras's tracker, which refuses new sublayers on a built layer: the keras-hub layer
-        # stays tracked (its weights keep their paths), and the attention calls the exact one.
-        object.__setattr__(parent, attribute, exact)
+        _replace(parent, attribute, layer, exact)
     if left:
         warnings.warn(
             "exact_rotary left these keras-hub rotary sites as they are:\n" + "\n".join(left), stacklevel=2

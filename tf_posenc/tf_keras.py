@@ -35,8 +35,14 @@ __all__ = [*layers.__all__, "hf_attention_layers"]  # the same names as the Kera
 _serializable = tf_keras.saving.register_keras_serializable(package="tf_posenc")
 
 
+class PositionLayer(base.InputPolicyMixin, tf_keras.layers.Layer):
+    """The tf_keras base of tf_posenc's layers that bias attention scores."""
+
+    keras_family = tf_keras
+
+
 class SinusoidLayer(base.SinusoidLayerMixin, tf_keras.layers.Layer):
-    """The tf_keras base of tf_posenc's layers."""
+    """The tf_keras base of tf_posenc's layers that add or rotate rows."""
 
     keras_family = tf_keras
 
@@ -45,7 +51,12 @@ def _tf_keras_class(keras_class, made):
     """The tf_keras class of the Keras 3 layer `keras_class`: its body (the mixin) on the tf_keras
     bases, with every class-level reference to another Keras 3 layer (`made`: those made so far)
     pointing at that layer's tf_keras class."""
-    family = {base.SinusoidLayer: SinusoidLayer, keras.layers.Layer: tf_keras.layers.Layer, **made}
+    family = {
+        base.SinusoidLayer: SinusoidLayer,
+        base.PositionLayer: PositionLayer,
+        keras.layers.Layer: tf_keras.layers.Layer,
+        **made,
+    }
     name = keras_class.__name__
     namespace = {
         key: family.get(value, value) if isinstance(value, type) else value

@@ -5,7 +5,7 @@ import numpy as np
 from keras import ops
 
 from tf_posenc import _validation
-from tf_posenc.layers.base import build_at_construction
+from tf_posenc.layers.base import PositionLayer
 from tf_posenc.layers.score_bias import ScoreBiasMixin
 
 
@@ -33,7 +33,6 @@ class AlibiBiasMixin(ScoreBiasMixin):
         self.alibi_bias_max = alibi_bias_max
         self.num_heads = None if num_heads is None else _validation.positive_int("num_heads", num_heads)
         self.bidirectional = _validation.boolean("bidirectional", bidirectional)
-        build_at_construction(self)
 
     def _bias(self, queries, keys, heads):
         slopes = alibi_slopes(heads, self.alibi_bias_max).astype("float32")[None, :, None, None]
@@ -60,7 +59,7 @@ class AlibiBiasMixin(ScoreBiasMixin):
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
-class AlibiBias(AlibiBiasMixin, keras.layers.Layer):
+class AlibiBias(AlibiBiasMixin, PositionLayer):
     """ALiBi: attention scores biased linearly by the distance from query to key.
 
     Each head `h` adds `-m_h (q - k)` to the score of a query at position `q` and a key at `k`.

@@ -22,22 +22,16 @@ def build_at_construction(layer):
             return
 
 
-class SinusoidLayerMixin:
-    """What every tf_posenc layer does, in either Keras family.
+class InputPolicyMixin:
+    """The input policy every tf_posenc layer keeps, in either Keras family.
 
-    Ragged and sparse inputs, and symbolic tensors of the other Keras family, are refused by
-    name (Keras would fail on them with a shape error or "unsupported type Operation").
-    Automatic casting is off: Keras would round every floating argument to the compute
-    dtype, float positions and timesteps included (999.0 is 1000 in bfloat16); the layers
-    cast the features they add to or rotate themselves, and nothing else.
-
-    A subclass says what its inputs must be (`_output_shape`, which checks a shape and returns
-    the output's, and `_check_input_dtype`); its `call` checks the positions it covers and
-    hands them with the inputs to `_run`, which computes their rows (`_rows_for`) and combines
-    them with the inputs (`_combine`), compiled once for eager calls.
+    Automatic casting is off: Keras would round every floating argument to the compute dtype,
+    float positions and timesteps included (999.0 is 1000 in bfloat16); the layers cast the
+    features or scores they add to or rotate themselves, and nothing else. Ragged and sparse
+    inputs, and symbolic tensors of the other Keras family, are refused by name (Keras would fail
+    on them with a shape error or "unsupported type Operation"). A layer without weights of its
+    own is built at construction, as Keras's stateless layers are.
     """
-
-    inputs_hint = "for example the output of an `Embedding`"
 
     def __init__(self, autocast=False, **kwargs):
         _validation.supported_backend(type(self).__name__, self.keras_family)
@@ -48,14 +42,29 @@ class SinusoidLayerMixin:
                 f"{_validation.received('autocast', autocast)}"
             )
         super().__init__(autocast=False, **kwargs)
-        self.supports_masking = True
-        self._eager_paths = _eager.EagerPaths()
         build_at_construction(self)  # its inputs are checked where they are seen: the call and the spec
 
     def __call__(self, inputs, *args, **kwargs):
         _validation.dense_inputs(inputs)
         _validation.same_keras_family(inputs, type(self).__name__, self.keras_family)
         return super().__call__(inputs, *args, **kwargs)
+
+
+class SinusoidLayerMixin(InputPolicyMixin):
+    """What every tf_posenc layer that adds or rotates rows does, in either Keras family.
+
+    A subclass says what its inputs must be (`_output_shape`, which checks a shape and returns
+    the output's, and `_check_input_dtype`); its `call` checks the positions it covers and
+    hands them with the inputs to `_run`, which computes their rows (`_rows_for`) and combines
+    them with the inputs (`_combine`), compiled once for eager calls.
+    """
+
+    inputs_hint = "for example the output of an `Embedding`"
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+        self._eager_paths = _eager.EagerPaths()
 
     def compute_output_shape(self, input_shape):
         return self._output_shape(tuple(input_shape))
@@ -106,7 +115,13 @@ class SinusoidLayerMixin:
         return self._combine(inputs, tables)
 
 
+class PositionLayer(InputPolicyMixin, keras.layers.Layer):
+    """The Keras 3 base of tf_posenc's layers that bias attention scores."""
+
+    keras_family = keras
+
+
 class SinusoidLayer(SinusoidLayerMixin, keras.layers.Layer):
-    """The Keras 3 base of tf_posenc's layers."""
+    """The Keras 3 base of tf_posenc's layers that add or rotate rows."""
 
     keras_family = keras

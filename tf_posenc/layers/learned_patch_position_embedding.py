@@ -1,8 +1,8 @@
 import keras
 from keras import ops
 
-from tf_posenc import _validation, interpolation
-from tf_posenc.layers.base import config_entries
+from tf_posenc import _rows, _validation, interpolation
+from tf_posenc.layers.base import PositionLayer, config_entries
 
 
 class LearnedPatchPositionEmbeddingMixin:
@@ -37,6 +37,7 @@ class LearnedPatchPositionEmbeddingMixin:
 
     def call(self, inputs, grid=None):
         grid = self._checked_grid(tuple(inputs.shape), grid)
+        inputs = _rows.cast(inputs, self.compute_dtype)
         if len(inputs.shape) == 4:
             return self._add_to_grid(inputs)
         table = interpolation.interpolate_position_embeddings(
@@ -112,7 +113,7 @@ class LearnedPatchPositionEmbeddingMixin:
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
-class LearnedPatchPositionEmbedding(LearnedPatchPositionEmbeddingMixin, keras.layers.Layer):
+class LearnedPatchPositionEmbedding(LearnedPatchPositionEmbeddingMixin, PositionLayer):
     """A learned table of patch positions (ViT, DINOv2, SigLIP), resized to each input's grid.
 
     The layer owns the pretraining grid's table, `position_embeddings` `(1, num_prefix_tokens +

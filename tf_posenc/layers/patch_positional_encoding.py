@@ -12,8 +12,16 @@ class PatchPositionalEncodingMixin:
     inputs_hint = "patch embeddings"
 
     def __init__(
-        self, grid_size, d_model, cls_token=False, *, base_size=None, interpolation_scale=1.0, **kwargs
+        self,
+        grid_size,
+        *positional,
+        d_model=None,
+        cls_token=False,
+        base_size=None,
+        interpolation_scale=1.0,
+        **kwargs,
     ):
+        _validation.width_by_keyword(type(self).__name__, "grid_size", positional, d_model, "sincos_2d")
         super().__init__(**kwargs)
         _validation.grid_2d_options(cls_token, base_size, interpolation_scale)
         if grid_size is None:
@@ -97,7 +105,9 @@ class PatchPositionalEncodingMixin:
 class PatchPositionalEncoding(PatchPositionalEncodingMixin, SinusoidLayer):
     """Adds the 2-D sine-cosine encoding of MAE and diffusers to a grid of image patches.
 
-    The table is `sincos_2d(d_model, grid_size, cls_token, base_size=..., interpolation_scale=...)`:
+    The table is `sincos_2d(d_model, grid_size, cls_token, base_size=..., interpolation_scale=...)`
+    (diffusers' order, width first; the layer takes the grid first and the width by keyword, so
+    the two cannot be swapped by accident):
     half the width encodes a patch's column, half its row. Its rows come from the exact route
     of `PositionalEncoding`, rounded once to the compute dtype (a position `n * s` of
     diffusers' scaled grids is the integer `n` at frequency `w * s`); the layer has no weights.
@@ -107,8 +117,8 @@ class PatchPositionalEncoding(PatchPositionalEncodingMixin, SinusoidLayer):
     Args:
         grid_size: Integer (a square grid), `(height, width)`, or `None` to read the grid
             from `(batch, height, width, d_model)` inputs at call time (variable resolution).
-        d_model: Integer, a multiple of 4. Width of the patch embeddings.
-        cls_token: Boolean. Whether the inputs start with a class token, which gets a
+        d_model: Integer, a multiple of 4, by keyword. Width of the patch embeddings.
+        cls_token: Boolean, by keyword. Whether the inputs start with a class token, which gets a
             zero row. Defaults to `False`.
         base_size: Optional number. diffusers' `base_size`: an axis of `n` patches has the
             positions `arange(n) / (n / base_size) / interpolation_scale`. Defaults to `None`
@@ -123,9 +133,9 @@ class PatchPositionalEncoding(PatchPositionalEncodingMixin, SinusoidLayer):
     Example:
 
     >>> patches = keras.Input((14 * 14 + 1, 768))
-    >>> PatchPositionalEncoding(14, 768, cls_token=True)(patches).shape
+    >>> PatchPositionalEncoding(14, d_model=768, cls_token=True)(patches).shape
     (None, 197, 768)
-    >>> PatchPositionalEncoding(None, 64, base_size=16)(keras.Input((32, 48, 64))).shape
+    >>> PatchPositionalEncoding(None, d_model=64, base_size=16)(keras.Input((32, 48, 64))).shape
     (None, 32, 48, 64)
 
     References:

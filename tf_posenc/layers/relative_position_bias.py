@@ -5,6 +5,7 @@ import numpy as np
 from keras import ops
 
 from tf_posenc import _validation
+from tf_posenc.layers.base import PositionLayer
 from tf_posenc.layers.score_bias import ScoreBiasMixin
 
 
@@ -107,7 +108,7 @@ class RelativePositionBiasMixin(ScoreBiasMixin):
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
-class RelativePositionBias(RelativePositionBiasMixin, keras.layers.Layer):
+class RelativePositionBias(RelativePositionBiasMixin, PositionLayer):
     """T5's bucketed relative position bias: a learned bias per head for each bucket of
     distances between query and key.
 

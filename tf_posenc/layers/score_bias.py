@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from tf_posenc import _positions
+from tf_posenc import _positions, _rows
 
 
 class ScoreBiasMixin:
@@ -40,7 +40,9 @@ class ScoreBiasMixin:
             queries, keys = self._default_positions(*lengths)
         else:
             queries, keys = self._checked_positions(query_positions, key_positions, shape)
-        return attention_scores + ops.cast(self._bias(queries, keys, heads), dtype)
+        # Only the scores take the compute dtype (Keras's autocast would round float positions too).
+        bias = ops.cast(self._bias(queries, keys, heads), self.compute_dtype)
+        return _rows.cast(attention_scores, self.compute_dtype) + bias
 
     def bias(self, query_positions, key_positions):
         """The bias alone, `(batch or 1, num_heads, q_len, k_len)`, float32.

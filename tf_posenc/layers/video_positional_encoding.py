@@ -15,11 +15,15 @@ class VideoPositionalEncodingMixin:
         self,
         spatial_size,
         temporal_size,
-        d_model,
+        *positional,
+        d_model=None,
         spatial_interpolation_scale=1.0,
         temporal_interpolation_scale=1.0,
         **kwargs,
     ):
+        _validation.width_by_keyword(
+            type(self).__name__, "spatial_size, temporal_size", positional, d_model, "sincos_3d"
+        )
         super().__init__(**kwargs)
         _validation.grid_3d_scales(spatial_interpolation_scale, temporal_interpolation_scale)
         self._grid = None
@@ -85,18 +89,19 @@ class VideoPositionalEncoding(VideoPositionalEncodingMixin, SinusoidLayer):
     """Adds diffusers' 3-D sine-cosine encoding (CogVideoX) to the patches of a video.
 
     The table is `sincos_3d(d_model, spatial_size, temporal_size, ...)`: a quarter of the width
-    encodes the frame, three eighths the column and three eighths the row, with diffusers'
-    argument order and meaning (`get_3d_sincos_pos_embed`). Its rows come from the exact route,
-    rounded once to the compute dtype; the layer has no weights.
+    encodes the frame, three eighths the column and three eighths the row, with the meaning of
+    diffusers' `get_3d_sincos_pos_embed` (which takes the width first; the layer takes the grid
+    first and the width and scales by keyword, so that they cannot be swapped by accident). Its
+    rows come from the exact route, rounded once to the compute dtype; the layer has no weights.
 
     Args:
         spatial_size: Integer (square frames) or `(width, height)` (diffusers' order), or
             `None` (with `temporal_size=None`) to read the grid from 5-D inputs.
         temporal_size: Integer. Frames. `None` with `spatial_size=None`.
-        d_model: Integer, a multiple of 16.
-        spatial_interpolation_scale: Positive number dividing the spatial positions
+        d_model: Integer, a multiple of 16, by keyword.
+        spatial_interpolation_scale: Positive number, by keyword, dividing the spatial positions
             (CogVideoX: 1.875). Defaults to `1.0`.
-        temporal_interpolation_scale: Positive number dividing the frame positions. Defaults
+        temporal_interpolation_scale: Positive number, by keyword, dividing the frame positions. Defaults
             to `1.0`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
@@ -107,6 +112,6 @@ class VideoPositionalEncoding(VideoPositionalEncodingMixin, SinusoidLayer):
     Example:
 
     >>> video = keras.Input((13, 30, 45, 64))
-    >>> VideoPositionalEncoding((45, 30), 13, 64, spatial_interpolation_scale=1.875)(video).shape
+    >>> VideoPositionalEncoding((45, 30), 13, d_model=64, spatial_interpolation_scale=1.875)(video).shape
     (None, 13, 30, 45, 64)
     """

@@ -2,7 +2,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from tf_posenc import _validation, interpolation
+from tf_posenc import _rows, _validation, interpolation
+from tf_posenc.layers.base import PositionLayer
 
 
 def _window(name, window_size, allow_zero=False):
@@ -51,7 +52,9 @@ class _WindowBiasMixin:
                 f"Received: attention_scores.shape={shape}"
             )
         bias = self.bias() if window_size is None else self.bias(window_size)
-        return attention_scores + ops.cast(ops.expand_dims(bias, 0), attention_scores.dtype)
+        return _rows.cast(attention_scores, self.compute_dtype) + ops.cast(
+            ops.expand_dims(bias, 0), self.compute_dtype
+        )
 
     def bias(self):
         """The bias `(num_heads, N, N)`, float32."""
@@ -216,7 +219,7 @@ class ContinuousPositionBiasMixin(_WindowBiasMixin):
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
-class WindowPositionBias(WindowPositionBiasMixin, keras.layers.Layer):
+class WindowPositionBias(WindowPositionBiasMixin, PositionLayer):
     """Swin's and BEiT's relative position bias inside a window: a learned bias per head for each
     relative position of two tokens of a window.
 
@@ -252,7 +255,7 @@ class WindowPositionBias(WindowPositionBiasMixin, keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
-class ContinuousPositionBias(ContinuousPositionBiasMixin, keras.layers.Layer):
+class ContinuousPositionBias(ContinuousPositionBiasMixin, PositionLayer):
     """Swin v2's continuous relative position bias: a small MLP of log-spaced relative
     coordinates, so that a window of any size gets a bias.
 
