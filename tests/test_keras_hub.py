@@ -337,3 +337,30 @@ def test_a_keras_hub_that_moved_a_class_is_named_with_its_version(monkeypatch):
         exact_rotary(built("llama"))
     with pytest.raises(ValueError, match=message):
         RotaryEmbedding.from_keras_hub(keras_hub.layers.RotaryEmbedding())
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"truncate": True}, {"truncate": False}, {"beta_slow": 0.01, "original_max_position_embeddings": 2**16}],
+    ids=["truncate", "no-truncate", "ramp-capped"],
+)
+def test_yarn_converts_by_the_installed_keras_hubs_meaning(arguments, monkeypatch):
+    # The installed keras-hub's own frequencies, and its rotation at 2**17 against ours: keras-hub's
+    # float32 angles there are within a few hundred units of 2**-24 rad per position unit.
+    theirs = keras_hub.layers.RotaryEmbedding(rope_type="yarn", scaling_factor=4.0, **arguments)
+    ours = RotaryEmbedding.from_keras_hub(theirs)
+    dim = 16
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(theirs._get_inverse_freq(dim)), ours.frequencies(dim), rtol=1e-6
+    )
+    x = np.random.default_rng(2).normal(size=(1, 4, 2, dim)).astype("float32")
+    exact = keras_hub_rotation(theirs, x, 2**17)
+    assert np.abs(ours(x, start_index=2**17).numpy() - exact).max() <= 4 * rounding_floor(exact, "float32")
+    assert np.abs(keras.ops.convert_to_numpy(theirs(x, start_index=2**17)) - exact).max() < 0.05
+    # A keras-hub whose YaRN means something else is refused by name, never converted silently.
+    monkeypatch.setattr(keras_hub, "__version__", "0.31.1")
+    with pytest.raises(ValueError, match=r"keras-hub 0.31.1's YaRN is not keras-hub 0.32's"):
+        RotaryEmbedding.from_keras_hub(theirs)
+    monkeypatch.setattr(keras_hub, "__version__", "0.32.0.dev0")
+    with pytest.raises(ValueError, match=r"keras-hub 0.32.0.dev0's YaRN"):
+        RotaryEmbedding.from_keras_hub(theirs)

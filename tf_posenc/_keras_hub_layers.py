@@ -51,6 +51,12 @@ _ATTRIBUTES = {
 }
 
 
+# keras-hub 0.32 changed what YaRN means (`rotary_embedding.py`): before it, `truncate=True` (not
+# the default then) clamped every position at `original_max_position_embeddings`, and the end of
+# the ramp was capped at `rotary_dim // 2 - 1`, not `rotary_dim - 1` (transformers' cap).
+_YARN_MEANING_SINCE = "0.32.0"  # its development releases keep the old meaning
+
+
 class NotConvertible(ValueError):
     """A keras-hub rotary site that no tf_posenc layer computes (its reason in the message)."""
 
@@ -141,6 +147,7 @@ def rotary_arguments(layer):
             "rope types), which no tf_posenc layer reproduces."
         )
     if layer.rope_type == "yarn":
+        _check_yarn_meaning()
         # keras-hub scales YaRN's cosines and sines by 0.1 ln s + 1 for every s, 1 included.
         return {
             **common,
@@ -158,3 +165,18 @@ def rotary_arguments(layer):
         f"keras-hub's rope_type={layer.rope_type!r} is not one keras-hub defines ('linear', 'dynamic', "
         "'yarn'); keras-hub leaves its frequencies unscaled, which is surely not what was meant."
     )
+
+
+def _check_yarn_meaning():
+    """Raises `NotConvertible` unless the installed keras-hub's YaRN is 0.32's, which
+    `RotaryEmbedding` reproduces."""
+    import keras_hub
+    from packaging.version import Version
+
+    if Version(keras_hub.__version__) < Version(_YARN_MEANING_SINCE):
+        raise NotConvertible(
+            f"keras-hub {keras_hub.__version__}'s YaRN is not keras-hub 0.32's, which tf_posenc "
+            "reproduces: before 0.32, `truncate=True` clamps every position at "
+            "`original_max_position_embeddings` and the ramp ends at most at `rotary_dim // 2 - 1`. "
+            "Upgrade keras-hub (`pip install 'keras-hub>=0.32'`) to convert it."
+        )
