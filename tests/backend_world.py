@@ -427,6 +427,8 @@ world["threads"] = {
 inference = {}
 for name, layer, shape in (
     ("rotary", layers.RotaryEmbedding(), (1, 5, 2, 8)),
+    # Columns no call has used yet: their steps' pieces are first made under inference mode.
+    ("rotary-new-columns", layers.RotaryEmbedding(max_wavelength=12345), (1, 5, 2, 8)),
     ("encoding", layers.PositionalEncoding(64, 8), (1, 5, 8)),
 ):
     data = torch.as_tensor(np.random.default_rng(8).normal(size=shape).astype("float32"))
@@ -454,7 +456,7 @@ world["kept_after"] = {"long call": after_long, "decoding": after_decoding}
 key = lambda: _eager.call_key(long, torch.zeros(1, 3, 512), (-1,), "_combine", "start")
 with keras.device("meta"):
     meta_key = key()
-world["device_keys"] = [key()[4], meta_key[4]]
+world["device_keys"] = [key().device, meta_key.device]
 """
 
 # keras-hub's own model: a tiny Llama 3.1 swapped by `exact_rotary`, the new layer tracked in the

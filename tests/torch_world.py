@@ -43,12 +43,13 @@ def test_threads_calling_one_layer_get_a_fresh_layers_bits(backend_world):
     assert 0 < kept_bytes == storage_bytes <= 8 * 2**20
 
 
-@pytest.mark.parametrize("name", ["rotary", "encoding"])
+@pytest.mark.parametrize("name", ["rotary", "rotary-new-columns", "encoding"])
 def test_a_call_under_inference_mode_leaves_training_possible(backend_world, name):
     same, gradient = backend_world[2]["inference_mode"][name]
     assert same, gradient  # the error, if the backward pass raised
-    data = np.random.default_rng(8).normal(size=(1, 5, 2, 8) if name == "rotary" else (1, 5, 8))
-    if name == "rotary":  # a rotation keeps lengths: the squared norm's gradient is 2x
+    rotary = name.startswith("rotary")
+    data = np.random.default_rng(8).normal(size=(1, 5, 2, 8) if rotary else (1, 5, 8))
+    if rotary:  # a rotation keeps lengths: the squared norm's gradient is 2x
         expected = 2 * data
     else:
         expected = 2 * layers.PositionalEncoding(64, 8)(data.astype("float32"), start_index=3).numpy()

@@ -7,7 +7,7 @@ Inside a graph (an outer `tf.function`, XLA, a SavedModel or a converter, `jax.j
 `torch.compile` or an export's trace) the layers run the steps as they are, so exported graphs
 hold the route's operations themselves.
 
-What is kept between calls is keyed by everything the result depends on (`call_key`): the
+What is kept between calls is keyed by everything the result depends on (`CallKey`): the
 combination (a call's add or rotation, or `RotaryEmbedding.rows`), the layer's dtype policy, the
 device the rows are made on, PyTorch's inference mode, the inputs' dtype and rank and the sizes
 the layer depends on (`kept_axes`). A changed policy, a device scope or an inference-mode call
@@ -34,6 +34,7 @@ The stores live outside the layer's attributes on purpose: SavedModel export sav
 """
 
 import collections
+import dataclasses
 import threading
 import types
 
@@ -80,20 +81,40 @@ def _inference_mode():
     return torch.is_inference_mode_enabled()
 
 
-def call_key(layer, inputs, kept_axes, combine, kind):
+@dataclasses.dataclass(frozen=True)
+class CallKey:
     """Everything an eager call's result depends on but its positions' values and the sizes of
-    the axes not in `kept_axes`."""
+    the axes not in `kept_sizes`: what the kept functions and rows are found by."""
+
+    combine: str  # the layer method combining rows with the inputs, or "rows"
+    kind: str | None  # the positions: None, "start" or "values"
+    policy: str  # the layer's dtype policy
+    dtype: str  # the inputs'
+    device: str  # where the rows are made
+    inference_mode: bool  # PyTorch's: its tensors cannot be saved for a backward pass
+    rank: int
+    kept_sizes: tuple  # (axis, size) of each axis the rows depend on
+    positions_spec: tuple = ()  # TensorFlow: the positions' dtype and rank, one function for every shape
+
+    @property
+    def sizes(self):
+        """The size of each kept axis, by axis."""
+        return dict(self.kept_sizes)
+
+
+def call_key(layer, inputs, kept_axes, combine, kind):
+    """The `CallKey` of an eager call of `layer` on `inputs`."""
     rank = len(inputs.shape)
     kept = sorted(axis % rank for axis in kept_axes)
-    return (
-        combine,
-        kind,
-        layer.dtype_policy.name,
-        keras.backend.standardize_dtype(inputs.dtype),
-        _device(),
-        _inference_mode(),
-        rank,
-        tuple((axis, inputs.shape[axis]) for axis in kept),
+    return CallKey(
+        combine=combine,
+        kind=kind,
+        policy=layer.dtype_policy.name,
+        dtype=keras.backend.standardize_dtype(inputs.dtype),
+        device=_device(),
+        inference_mode=_inference_mode(),
+        rank=rank,
+        kept_sizes=tuple((axis, inputs.shape[axis]) for axis in kept),
     )
 
 
@@ -186,7 +207,7 @@ class EagerPaths:
         return function
 
     def _tensorflow(self, layer, inputs, positions, key, combine):
-        kind, rank, kept = key[1], key[6], dict(key[7])
+        kind, rank, kept = key.kind, key.rank, key.sizes
         arguments = [inputs]
         if kind == "start":
             arguments.append(tf.convert_to_tensor(positions.start, tf.int32))
@@ -206,8 +227,8 @@ class EagerPaths:
             # The concrete function: calling it skips the signature matching of a `tf.function`.
             return tf.function(traced, input_signature=specs).get_concrete_function()
 
-        if kind:  # one function for every rank and dtype of positions
-            key = (*key, arguments[1].dtype, arguments[1].shape.rank)
+        if kind:  # one function for every shape of positions of a dtype and rank
+            key = dataclasses.replace(key, positions_spec=(arguments[1].dtype.name, arguments[1].shape.rank))
         return self._compiled(key, make)(*arguments)
 
     def _jax(self, layer, inputs, positions, key, combine):
@@ -235,7 +256,7 @@ class EagerPaths:
         # The rows of the range rounded up, sliced where they are combined (one compile per new
         # length, of the combination only): the route compiles once per power of two.
         rounded = rounded_length(length)
-        kept = dict(key[7])
+        kept = key.sizes
         stand_in = tuple(rounded if i == axis else kept.get(i, 1) for i in range(rank))
         if positions.values is not None:
             padding = [(0, 0)] * (len(positions.values.shape) - 1) + [(0, rounded - length)]

@@ -52,6 +52,7 @@ terms before the final rounding are what it adds to; the tests measure the total
 
 import functools
 import math
+import threading
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -135,13 +136,29 @@ class Constants:
     Built once per layer configuration (they depend on nothing else).
     """
 
-    __slots__ = ("limbs", "offsets", "products", "both_offsets", "width", "eager_steps")
+    __slots__ = ("limbs", "offsets", "products", "both_offsets", "width", "_eager_steps", "_lock")
 
     def __init__(self, limbs, offsets):
         self.limbs, self.offsets, self.width = limbs, offsets, limbs.shape[1]
         self.products = _limb_products(limbs)
         self.both_offsets = _sine_and_cosine_offsets(offsets)
-        self.eager_steps = {}  # PyTorch's eager calls: the steps' pieces, by device
+        # PyTorch's eager calls: the steps' pieces by device and inference mode (a tensor made
+        # under `torch.inference_mode` cannot be saved for a training call's backward pass).
+        self._eager_steps = {}
+        self._lock = threading.Lock()
+
+    def eager_steps(self):
+        """The steps' pieces for an eager PyTorch call, computed once per device and mode."""
+        import torch
+
+        key = (str(ops.convert_to_tensor(0).device), torch.is_inference_mode_enabled())
+        with self._lock:
+            steps = self._eager_steps.get(key)
+        if steps is None:
+            steps = _steps_of(self.products)
+            with self._lock:
+                steps = self._eager_steps.setdefault(key, steps)  # another thread's, if first
+        return steps
 
     def __deepcopy__(self, memo):
         return self  # read-only
@@ -365,12 +382,9 @@ class _StepPieces(NamedTuple):
 def _step_pieces(constants):
     """The `_StepPieces` of the 64 steps' sines, then of their cosines, stacked: `(8, 64, d)`.
     Constants, which graphs fold; PyTorch's eager calls, which fold nothing, compute them once per
-    device and keep them with the constants."""
+    device and inference mode and keep them with the constants."""
     if _positions.values_at_hand():
-        device = str(ops.convert_to_tensor(0).device)
-        if device not in constants.eager_steps:
-            constants.eager_steps[device] = _steps_of(constants.products)
-        return constants.eager_steps[device]
+        return constants.eager_steps()
     return _steps_of(constants.products)
 
 
