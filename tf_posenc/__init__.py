@@ -56,6 +56,7 @@ else:
 from tf_posenc._positions import positions_from_mask
 from tf_posenc.attention import attention_mask, attention_temperature
 from tf_posenc.interpolation import interpolate_position_embeddings
+from tf_posenc.layers.multi_head_attention import GroupQueryAttention, MultiHeadAttention
 from tf_posenc.multimodal import mrope_positions
 from tf_posenc.packing import (
     context_parallel_order,
@@ -76,7 +77,9 @@ __all__ = [
     "AlibiBias",
     "AxialRotaryEmbedding",
     "ContinuousPositionBias",
+    "GroupQueryAttention",
     "LearnedPatchPositionEmbedding",
+    "MultiHeadAttention",
     "PatchPositionalEncoding",
     "PositionalEmbedding",
     "PositionalEncoding",

@@ -1,0 +1,239 @@
+"""`tf_posenc.MultiHeadAttention` and `GroupQueryAttention`: Keras's layers with positions."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras.src.testing import test_case
+from reference import reference_rotation, rope_frequencies
+
+from tf_posenc import (
+    AlibiBias,
+    GroupQueryAttention,
+    MultiHeadAttention,
+    RelativePositionBias,
+    RotaryEmbedding,
+    positions_from_mask,
+)
+from tf_posenc.layers.alibi_bias import alibi_slopes
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(2, 7, 16)).astype("float32")
+
+
+def paired(ours, theirs, x=X):
+    """Builds both layers on `x` and gives Keras's layer our weights."""
+    ours(x, x)
+    theirs(x, x)
+    theirs.set_weights(ours.get_weights())
+    return ours, theirs
+
+
+@pytest.mark.parametrize(
+    "make_ours, make_theirs",
+    [(lambda: MultiHeadAttention(2, 8, name="attention"),
+      lambda: keras.layers.MultiHeadAttention(2, 8, name="attention")),
+     (lambda: MultiHeadAttention(2, 8, value_dim=4, output_shape=12, sliding_window=3, name="attention"),
+      lambda: keras.layers.MultiHeadAttention(2, 8, value_dim=4, output_shape=12, sliding_window=3,
+                                              name="attention")),
+     (lambda: GroupQueryAttention(8, 4, 2, name="attention"),
+      lambda: keras.layers.GroupQueryAttention(8, 4, 2, name="attention"))],
+    ids=["mha", "mha-keras-arguments", "gqa"],
+)  # fmt: skip
+def test_without_positions_it_is_keras_layer(make_ours, make_theirs):
+    ours, theirs = paired(make_ours(), make_theirs())
+    assert [w.path for w in ours.weights] == [w.path for w in theirs.weights]
+    mask = np.tril(np.ones((2, 7, 7), bool))
+    positions = {"query_positions": np.arange(7), "key_positions": np.arange(7)}
+    for kwargs in ({}, {"use_causal_mask": True}, {"attention_mask": mask}):
+        expected = theirs(X, X, **kwargs).numpy()
+        np.testing.assert_array_equal(ours(X, X, **kwargs).numpy(), expected)
+        # Positions 0 .. len - 1 given: the route with positions, Keras's masks (its window) on them.
+        np.testing.assert_allclose(ours(X, X, **kwargs, **positions).numpy(), expected, atol=1e-6)
+    config = ours.get_config()
+    assert {k: v for k, v in config.items() if k in theirs.get_config()} == theirs.get_config()
+
+
+def reference_attention(layer, x, positions, *, heads, kv_heads, frequencies=None, bias=None, cap=None,
+                        scale=None, causal=True):  # fmt: skip
+    """The layer's attention restated in float64 from its weights: projections, rotation at
+    `positions`, `bias` `(heads, q, k)` added, soft cap, causal softmax, output projection."""
+    weights = {w.path.split("/", 1)[1]: np.asarray(w.numpy(), np.float64) for w in layer.weights}
+    x = x.astype(np.float64)
+    project = {name: np.einsum("btm,mnh->btnh", x, weights[f"{name}/kernel"]) + weights[f"{name}/bias"]
+               for name in ("query", "key", "value")}  # fmt: skip
+    q, k, v = project["query"], project["key"], project["value"]
+    head_dim = q.shape[-1]
+    if frequencies is not None:
+        q = reference_rotation(q, positions, frequencies)
+        k = reference_rotation(k, positions, frequencies)
+    k, v = np.repeat(k, heads // kv_heads, axis=2), np.repeat(v, heads // kv_heads, axis=2)
+    scores = np.einsum("bqnh,bknh->bnqk", q, k) * (scale or head_dim**-0.5)
+    if bias is not None:
+        scores = scores + bias
+    if cap is not None:
+        scores = np.tanh(scores / cap) * cap
+    if causal:
+        scores = np.where(positions[:, None, :, None] >= positions[:, None, None, :], scores, -np.inf)
+    scores = np.exp(scores - scores.max(-1, keepdims=True))
+    attended = np.einsum("bnqk,bknh->bqnh", scores / scores.sum(-1, keepdims=True), v)
+    return np.einsum("bqnh,nhm->bqm", attended, weights["attention_output/kernel"]) + weights[
+        "attention_output/bias"
+    ]
+
+
+def test_rotation_bias_soft_cap_and_scale_are_the_float64_formula():
+    heads, kv_heads = 4, 2
+    layer = GroupQueryAttention(8, heads, kv_heads, rope=RotaryEmbedding(), position_bias=AlibiBias(num_heads=4),
+                                logit_soft_cap=5.0, scaling=0.3)  # fmt: skip
+    positions = np.array([[0, 1, 2, 3, 4, 5, 6], [100000, 100001, 100002, 100003, 100004, 100005, 100006]])
+    got = layer(X, X, use_causal_mask=True, query_positions=positions, key_positions=positions).numpy()
+    distance = positions[:, None, None, :] - positions[:, None, :, None]
+    bias = alibi_slopes(heads)[None, :, None, None] * distance
+    expected = reference_attention(layer, X, positions, heads=heads, kv_heads=kv_heads,
+                                   frequencies=rope_frequencies(8), bias=bias, cap=5.0, scale=0.3)  # fmt: skip
+    np.testing.assert_allclose(got, expected, atol=2e-5)
+    # The fused route (no soft cap) gives the same formula.
+    fused = GroupQueryAttention(8, heads, kv_heads, rope=RotaryEmbedding(), position_bias=AlibiBias(num_heads=4))
+    fused(X, X)
+    fused.set_weights(layer.get_weights())
+    got = fused(X, X, use_causal_mask=True, query_positions=positions, key_positions=positions).numpy()
+    expected = reference_attention(fused, X, positions, heads=heads, kv_heads=kv_heads,
+                                   frequencies=rope_frequencies(8), bias=bias)  # fmt: skip
+    np.testing.assert_allclose(got, expected, atol=2e-5)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding(), position_bias=RelativePositionBias(2, 16, 40,
+                                                                                                 bidirectional=False)),
+     lambda: GroupQueryAttention(8, 4, 2, rope=RotaryEmbedding(), position_bias=AlibiBias(num_heads=4),
+                                 logit_soft_cap=20.0, sliding_window=3)],
+    ids=["mha-rope-t5", "gqa-rope-alibi-window"],
+)  # fmt: skip
+def test_cached_steps_give_the_full_pass(make):
+    layer = make()
+    full = layer(X, X, use_causal_mask=True).numpy()
+    heads = getattr(layer, "num_key_value_heads", 2)
+    cache = np.zeros((2, 2, 9, heads, 8), "float32")  # more slots than steps: the rest are masked
+    output, cache = layer(X[:, :3], X[:, :3], cache=cache, cache_update_index=0, use_causal_mask=True)
+    steps = [output.numpy()]
+    step = tf.function(lambda x, cache, index: layer(x, x, cache=cache, cache_update_index=index,
+                                                     use_causal_mask=True))  # fmt: skip
+    for index in range(3, 7):
+        output, cache = step(X[:, index : index + 1], cache, tf.constant(index))
+        steps.append(output.numpy())
+    np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-6)
+    # The keys were rotated before they were cached: slot 4 holds the key at position 4.
+    keys = layer._key_dense(X)
+    rotated = layer.rope(keys, positions=np.arange(7)).numpy()
+    np.testing.assert_allclose(cache.numpy()[:, 0, 4], rotated[:, 4], atol=1e-6)
+
+
+def test_left_padding_follows_the_positions():
+    # Row 0 is left-padded by 3: with its positions from the mask, its real tokens see what the
+    # unpadded sequence sees.
+    layer = MultiHeadAttention(2, 8, rope=RotaryEmbedding())
+    short = X[:1, :4]
+    padded = np.concatenate([np.zeros((1, 3, 16), "float32"), short], axis=1)
+    mask = np.array([[0, 0, 0, 1, 1, 1, 1]], bool)
+    positions = positions_from_mask(mask)
+    got = layer(padded, padded, use_causal_mask=True, query_positions=positions, key_positions=positions,
+                attention_mask=np.broadcast_to(mask[:, None, :], (1, 7, 7)))  # fmt: skip
+    np.testing.assert_allclose(got.numpy()[:, 3:], layer(short, short, use_causal_mask=True).numpy(), atol=1e-6)
+
+
+def test_masks_of_keras_inputs_arrive():
+    tokens = keras.Input((None,), dtype="int32")
+    embedded = keras.layers.Embedding(10, 16, mask_zero=True)(tokens)
+    attended = MultiHeadAttention(2, 8, rope=RotaryEmbedding(), name="attention")(embedded, embedded)
+    model = keras.Model(tokens, attended)
+    ids = np.array([[3, 4, 5, 0, 0]])
+    cut = keras.Model(tokens, MultiHeadAttention(2, 8, rope=RotaryEmbedding(), name="attention")(
+        keras.layers.Embedding(10, 16)(tokens), keras.layers.Embedding(10, 16)(tokens)))  # fmt: skip
+    cut.set_weights(model.get_weights()[:1] + model.get_weights())
+    # The padded keys are not attended: the real tokens' outputs are those of the three alone.
+    np.testing.assert_allclose(model(ids).numpy()[:, :3], cut(ids[:, :3]).numpy(), atol=1e-6)
+
+
+def test_config_round_trip_and_keras_file_reload(tmp_path):
+    layer = GroupQueryAttention(8, 4, 2, rope=RotaryEmbedding(max_wavelength=500000, scaling_factor=8.0,
+                                                               rope_type="llama3"),
+                                position_bias=RelativePositionBias(4, 16, 40), temperature=(8192, 0.1),
+                                chunk_size=4, query_norm=keras.layers.RMSNormalization(),
+                                key_norm=keras.layers.RMSNormalization())  # fmt: skip
+    inputs = keras.Input((None, 16))
+    model = keras.Model(inputs, layer(inputs, inputs, use_causal_mask=True))
+    expected = model(X).numpy()
+    config = json.loads(json.dumps(layer.get_config()))
+    again = GroupQueryAttention.from_config(config)
+    assert again.rope.rope_type == "llama3" and again.temperature == (8192, 0.1, 1)
+    # The four projections' kernels and biases, T5's table and the norms' scales.
+    assert len(model.weights) == len(layer.weights) == 8 + 1 + 2
+    model.save(tmp_path / "model.keras")
+    reloaded = keras.saving.load_model(tmp_path / "model.keras")
+    np.testing.assert_array_equal(reloaded(X).numpy(), expected)
+    traced = tf.function(reloaded, jit_compile=True, input_signature=[tf.TensorSpec((None, None, 16))])
+    np.testing.assert_allclose(traced(X).numpy(), expected, atol=1e-5)
+
+
+def test_keras_layer_harness():
+    # As Keras's own test of its layer: the harness's training step cannot feed two inputs.
+    test_case.TestCase("run_layer_test").run_layer_test(
+        MultiHeadAttention,
+        init_kwargs={"num_heads": 2, "key_dim": 4, "rope": RotaryEmbedding(), "logit_soft_cap": 30.0},
+        input_shape={"query_shape": (2, 5, 8), "value_shape": (2, 5, 8)},
+        expected_output_shape=(2, 5, 8),
+        expected_num_trainable_weights=8,
+        expected_num_non_trainable_weights=0,
+        supports_masking=True,
+        run_training_check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [(lambda: MultiHeadAttention(2, 7, rope=RotaryEmbedding()), r"the head size must be even.*key_dim=7"),
+     (lambda: MultiHeadAttention(2, 8, rope="rope"), r"`rope` must be None or a `RotaryEmbedding`"),
+     (lambda: MultiHeadAttention(2, 8, position_bias=keras.layers.Dense(2)), r"`position_bias` must be None or"),
+     (lambda: MultiHeadAttention(2, 8, position_bias=AlibiBias(num_heads=4)),
+      r"must bias the layer's 2 query heads. Received: position_bias.num_heads=4"),
+     (lambda: MultiHeadAttention(2, 8, scaling=0), r"`scaling` must be"),
+     (lambda: MultiHeadAttention(2, 8, temperature="hot"), r"`temperature` must be None"),
+     (lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding(), attention_axes=(1, 2)), r"`attention_axes` must be"),
+     (lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding())(X, X, cache_update_index=0),
+      r"`cache_update_index` writes the call's keys and values into a `cache`"),
+     (lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding())(X, X, cache=np.zeros((2, 2, 9, 3, 8), "float32"),
+                                                              cache_update_index=0),
+      r"`cache` must have shape \(batch, 2, slots, 2, 8\)"),
+     (lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding())(X, X, cache=np.zeros((2, 2, 9, 2, 8), "float32"),
+                                                              cache_update_index=5),
+      r"`cache` has 9 slots: a call of 7 steps"),
+     (lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding())(X, X, query_positions=np.arange(6)),
+      r"`query_positions` must have one entry per query \(7\)")],
+    ids=["odd-key-dim", "rope-not-layer", "bias-not-layer", "bias-heads", "scaling-0", "temperature-type",
+         "attention-axes", "index-without-cache", "cache-shape", "cache-slots", "positions-length"],
+)  # fmt: skip
+def test_bad_arguments_are_clear_errors(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_layers_sharing_a_rotation_compute_its_rows_once_per_step():
+    rope = RotaryEmbedding()
+    layers = [GroupQueryAttention(8, 4, 2, rope=rope) for _ in range(4)]
+    cache = np.zeros((2, 2, 9, 2, 8), "float32")
+    for layer in layers:
+        layer(X[:, :1], X[:, :1], cache=cache, cache_update_index=0)
+
+    def roundings(count):
+        def step(index):
+            return [layer(X[:, :1], X[:, :1], cache=cache, cache_update_index=index, use_causal_mask=True)
+                    for layer in layers[:count]]  # fmt: skip
+
+        graph = tf.function(step).get_concrete_function(tf.TensorSpec([], tf.int32)).graph
+        return [op.type for op in graph.get_operations()].count("Round")  # the rows' roundings
+
+    assert roundings(4) == roundings(1) > 0

@@ -1,0 +1,626 @@
+"""Keras's attention layers with the position side of attention: rotations, score biases, a cache."""
+
+import keras
+from keras import ops
+
+from tf_posenc import _positions, _validation, attention
+from tf_posenc.layers.alibi_bias import AlibiBias
+from tf_posenc.layers.axial_rotary_embedding import AxialRotaryEmbedding
+from tf_posenc.layers.relative_position_bias import RelativePositionBias
+from tf_posenc.layers.rotary_embedding import RotaryEmbedding
+
+# The constructor arguments this module adds to Keras's layers, in their order.
+_POSITION_ARGUMENTS = (
+    "rope",
+    "position_bias",
+    "scaling",
+    "temperature",
+    "chunk_size",
+    "logit_soft_cap",
+    "query_norm",
+    "key_norm",
+)
+
+
+def _optional_layer(name, value, kinds, kinds_text):
+    if value is None or isinstance(value, kinds):
+        return value
+    if isinstance(value, dict):  # a serialized layer, from `get_config`
+        return _optional_layer(name, keras.saving.deserialize_keras_object(value), kinds, kinds_text)
+    raise ValueError(f"`{name}` must be None or {kinds_text}. {_validation.received(name, value)}")
+
+
+def _temperature(value):
+    if value is None or isinstance(value, attention.Temperature):
+        return value
+    if isinstance(value, (list, tuple)) and len(value) in (2, 3):
+        return attention.Temperature(*value)
+    if isinstance(value, dict):
+        return attention.Temperature(**value)
+    raise ValueError(
+        "`temperature` must be None, a `tf_posenc.attention.Temperature`, or its "
+        f"(floor_scale, attn_scale[, offset]). {_validation.received('temperature', value)}"
+    )
+
+
+def _rope_where(positions, start):
+    """What a rotation is given for these positions: a start where they are defaulted."""
+    return {"start_index": start} if positions is None else {"positions": positions}
+
+
+def _for_rope(positions):
+    """Positions `(batch or 1, len)` as a rotation takes them: one row for all as `(len,)`."""
+    return positions[0] if positions.shape[0] == 1 else positions
+
+
+class PositionedAttentionMixin:
+    """What `MultiHeadAttention` and `GroupQueryAttention` add to Keras's layers: the checks of
+    the new arguments, the positions of a call, and attention computed from them. A subclass
+    gives `_heads` (query heads), `_kv_heads`, `_head_dim`, `_scale_default`, `_window`,
+    `_keras_call` and `_expand_kv`."""
+
+    def _init_positions(self, rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap,
+                        query_norm, key_norm):  # fmt: skip
+        self.rope = _optional_layer(
+            "rope",
+            rope,
+            (RotaryEmbedding, AxialRotaryEmbedding),
+            "a `RotaryEmbedding` or `AxialRotaryEmbedding`",
+        )
+        if self.rope is not None and self._head_dim % 2:
+            raise ValueError(
+                f"A `rope` rotates pairs of features: the head size must be even. Received: "
+                f"{self._head_dim_name}={self._head_dim}"
+            )
+        self.position_bias = _optional_layer(
+            "position_bias",
+            position_bias,
+            (AlibiBias, RelativePositionBias),
+            "an `AlibiBias` or `RelativePositionBias`",
+        )
+        if self.position_bias is not None and self.position_bias.num_heads not in (None, self._heads):
+            raise ValueError(
+                f"`position_bias` must bias the layer's {self._heads} query heads. "
+                f"Received: position_bias.num_heads={self.position_bias.num_heads}"
+            )
+        self.scaling = None if scaling is None else _validation.positive_number("scaling", scaling)
+        self.temperature = _temperature(temperature)
+        self.chunk_size = None if chunk_size is None else _validation.positive_int("chunk_size", chunk_size)
+        self.logit_soft_cap = (
+            None if logit_soft_cap is None else _validation.positive_number("logit_soft_cap", logit_soft_cap)
+        )
+        layer = (keras.layers.Layer,)
+        self.query_norm = _optional_layer("query_norm", query_norm, layer, "a Keras layer")
+        self.key_norm = _optional_layer("key_norm", key_norm, layer, "a Keras layer")
+
+    def _position_config(self):
+        serialize = keras.saving.serialize_keras_object
+        return {
+            "rope": None if self.rope is None else serialize(self.rope),
+            "position_bias": None if self.position_bias is None else serialize(self.position_bias),
+            "scaling": self.scaling,
+            "temperature": None if self.temperature is None else list(self.temperature),
+            "chunk_size": self.chunk_size,
+            "logit_soft_cap": self.logit_soft_cap,
+            "query_norm": None if self.query_norm is None else serialize(self.query_norm),
+            "key_norm": None if self.key_norm is None else serialize(self.key_norm),
+        }
+
+    def _positions_in_use(self):
+        return any(getattr(self, name) is not None for name in _POSITION_ARGUMENTS)
+
+    def _build_positions(self):
+        """Builds the position layers' weights with the layer's (they are its weights)."""
+        if self.position_bias is not None and not self.position_bias.built:
+            self.position_bias.build()
+        for norm, heads in ((self.query_norm, self._heads), (self.key_norm, self._kv_heads)):
+            if norm is not None and not norm.built:
+                norm.build((None, None, heads, self._head_dim))
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+        query_positions=None,
+        key_positions=None,
+        cache=None,
+        cache_update_index=None,
+        segment_ids=None,
+    ):
+        given = (query_positions, key_positions, cache, cache_update_index, segment_ids)
+        if not self._positions_in_use() and all(argument is None for argument in given):
+            return self._keras_call(
+                query, value, key, query_mask, value_mask, key_mask, attention_mask,
+                return_attention_scores, training, use_causal_mask,
+            )  # fmt: skip
+        if cache_update_index is not None and cache is None:
+            raise ValueError(
+                "`cache_update_index` writes the call's keys and values into a `cache`: pass both. "
+                "Received: cache=None"
+            )
+        # Keras fills `query_mask`, `value_mask` and `key_mask` from the inputs' masks. With a cache
+        # the keys are its slots, which the positions mask; the call's own value mask is not theirs.
+        key = value if key is None else key
+        if cache is not None:
+            value_mask = key_mask = None
+        # The masks are applied below, to the scores: the projections must not see them (a new
+        # tensor of the same values carries none).
+        query, value, key = (ops.copy(x) if hasattr(x, "_keras_mask") else x for x in (query, value, key))
+        gate = self._gate_dense(query) if self._gated() else None
+        queries = self._query_dense(query)
+        keys, values = self._key_dense(key), self._value_dense(value)
+        if self.query_norm is not None:
+            queries = self.query_norm(queries)
+        if self.key_norm is not None:
+            keys = self.key_norm(keys)
+        start = 0 if cache_update_index is None else cache_update_index
+        # Defaulted positions reach the rotation as a start: its contiguous rows, which the layers
+        # of a step in one graph share.
+        query_where = _rope_where(query_positions, start)
+        key_where = _rope_where(key_positions, 0)
+        # Self-attention's keys sit at the queries' positions: one set of rows serves both.
+        same = query_positions is None and key_positions is None and cache_update_index is None
+        query_positions = self._checked_positions("query_positions", query_positions, queries, start)
+        if query_where.get("positions") is not None:
+            query_where["positions"] = _for_rope(query_positions)
+        rotate = None
+        if self.rope is not None:
+            rows = self.rope.rows(queries, **query_where)
+
+            def rotate(features):
+                return ops.cast(self.rope(features, rows=rows), features.dtype)
+
+            queries = rotate(queries)
+        if cache is not None:
+            keys, values, cache = self._with_cache(cache, cache_update_index, keys, values, rotate)
+            key_positions = self._checked_positions("key_positions", key_positions, keys, 0)
+        else:
+            same = same and keys.shape[1] == queries.shape[1] is not None
+            key_positions = self._checked_positions("key_positions", key_positions, keys, 0)
+            if key_where.get("positions") is not None:
+                key_where["positions"] = _for_rope(key_positions)
+            if self.rope is not None:
+                keys = rotate(keys) if same else ops.cast(self.rope(keys, **key_where), keys.dtype)
+        if self.temperature is not None:
+            scale = attention.attention_temperature(query_positions, *self.temperature)
+            queries = queries * ops.cast(ops.expand_dims(ops.expand_dims(scale, -1), -1), queries.dtype)
+        mask = self._mask(
+            query_positions, key_positions, query_mask, value_mask, key_mask, attention_mask,
+            use_causal_mask, segment_ids,
+        )  # fmt: skip
+        keys, values = self._expand_kv(keys), self._expand_kv(values)
+        output, scores = self._attend(queries, keys, values, mask, query_positions, key_positions,
+                                      return_attention_scores, training)  # fmt: skip
+        output = self._output_dense(output if gate is None else ops.multiply(output, gate))
+        if cache is not None:
+            return (output, scores, cache) if return_attention_scores else (output, cache)
+        return (output, scores) if return_attention_scores else output
+
+    def _checked_positions(self, name, positions, projected, start):
+        """`positions` `(len,)` or `(batch, len)`, or `start + arange(len)`, as int32 `(batch or 1, len)`."""
+        length = projected.shape[1]
+        if positions is None:
+            return ops.expand_dims(ops.arange(ops.shape(projected)[1], dtype="int32") + start, 0)
+        checked = _positions.batched_positions(name, positions)
+        if None not in (length, checked.shape[1]) and checked.shape[1] != length:
+            raise ValueError(
+                f"`{name}` must have one entry per {'query' if name == 'query_positions' else 'key'} "
+                f"({length}). Received: {name} with shape {tuple(ops.shape(positions))}"
+            )
+        return checked
+
+    def _with_cache(self, cache, cache_update_index, keys, values, rotate):
+        """keras-hub's `CachedMultiHeadAttention` convention: `cache` `(batch, 2, slots, kv_heads,
+        head_dim)`, slot `i` holding position `i`; the call's keys (rotated first) and values are
+        written from `cache_update_index` on."""
+        shape = tuple(cache.shape)
+        wanted = (2, None, self._kv_heads, self._head_dim)
+        given = shape[1:] if len(shape) == 5 else None
+        if given is None or any(
+            w is not None and g is not None and g != w for g, w in zip(given, wanted, strict=True)
+        ):
+            raise ValueError(
+                f"`cache` must have shape (batch, 2, slots, {self._kv_heads}, {self._head_dim}): keys "
+                f"and values of {self._kv_heads} heads of size {self._head_dim}. "
+                f"Received: cache.shape={shape}"
+            )
+        key_cache, value_cache = cache[:, 0], cache[:, 1]
+        if cache_update_index is None:  # read only (cross-attention over a filled cache)
+            return key_cache, value_cache, cache
+        steps, slots = keys.shape[1], shape[2]
+        if _positions.is_python_int(cache_update_index) and None not in (steps, slots):
+            if cache_update_index < 0 or cache_update_index + steps > slots:
+                raise ValueError(
+                    f"`cache` has {slots} slots: a call of {steps} steps from `cache_update_index` must "
+                    f"fit in them. Received: cache_update_index={cache_update_index}"
+                )
+        if rotate is not None:
+            keys = rotate(keys)
+        start = [0, cache_update_index, 0, 0]
+        key_cache = ops.slice_update(key_cache, start, ops.cast(keys, key_cache.dtype))
+        value_cache = ops.slice_update(value_cache, start, ops.cast(values, value_cache.dtype))
+        return key_cache, value_cache, ops.stack([key_cache, value_cache], axis=1)
+
+    def _mask(self, query_positions, key_positions, query_mask, value_mask, key_mask, attention_mask,
+              use_causal_mask, segment_ids):  # fmt: skip
+        """The boolean `(batch or 1, q_len, k_len)` mask of a call, or `None`: Keras's masks,
+        and the causal, window and chunk rules on the positions (`tf_posenc.attention_mask`)."""
+        masks = []
+        window = self._window()
+        if use_causal_mask or self.chunk_size is not None or segment_ids is not None:
+            query_segments = key_segments = None
+            if segment_ids is not None:
+                query_segments = key_segments = ops.convert_to_tensor(segment_ids)
+            masks.append(
+                attention.attention_mask(
+                    query_positions, key_positions, causal=bool(use_causal_mask), chunk_size=self.chunk_size,
+                    query_segment_ids=query_segments, key_segment_ids=key_segments,
+                )
+            )  # fmt: skip
+        if window is not None:
+            # Keras's band: |q - k| < sliding_window, on the positions.
+            distance = ops.expand_dims(query_positions, 2) - ops.expand_dims(key_positions, 1)
+            masks.append(ops.less(ops.abs(distance), window))
+        if query_mask is not None:
+            masks.append(ops.expand_dims(ops.cast(query_mask, "bool"), -1))
+        for mask in (value_mask, key_mask):
+            if mask is not None:
+                masks.append(ops.expand_dims(ops.cast(mask, "bool"), -2))
+        if attention_mask is not None:
+            masks.append(ops.cast(attention_mask, "bool"))
+        if not masks:
+            return None
+        combined = masks[0]
+        for mask in masks[1:]:
+            combined = ops.logical_and(combined, mask)
+        return combined
+
+    def _attend(self, queries, keys, values, mask, query_positions, key_positions, return_scores, training):
+        scale = self.scaling if self.scaling is not None else self._scale_default
+        bias = None
+        if self.position_bias is not None:
+            bias = ops.cast(self.position_bias.bias(query_positions, key_positions), queries.dtype)
+        explicit = return_scores or self.logit_soft_cap is not None or self._dropout_rate() > 0.0
+        if not explicit:
+            output = ops.dot_product_attention(
+                queries, keys, values, bias=bias, mask=None if mask is None else ops.expand_dims(mask, 1),
+                scale=scale, flash_attention=self._flash_attention,
+            )  # fmt: skip
+            return output, None
+        scores = ops.einsum("bqnh,bknh->bnqk", queries, keys) * ops.cast(scale, queries.dtype)
+        if bias is not None:
+            scores = scores + bias
+        if self.logit_soft_cap is not None:
+            cap = ops.cast(self.logit_soft_cap, scores.dtype)
+            scores = ops.tanh(scores / cap) * cap
+        scores = ops.cast(scores, "float32")  # the softmax in float32, as Keras's layers compute it
+        if mask is not None:
+            scores = ops.where(ops.expand_dims(mask, 1), scores, -1e9)
+        weights = ops.cast(ops.softmax(scores, axis=-1), values.dtype)
+        if self._dropout_rate() > 0.0:
+            weights = self._dropout_layer(weights, training=training)
+        return ops.einsum("bnqk,bknh->bqnh", weights, values), weights
+
+    def _call_spec(self, spec, query, value, key, return_attention_scores, cache):
+        scores_spec = keras.KerasTensor(
+            (
+                query.shape[0],
+                self._heads,
+                query.shape[1],
+                None if cache is not None else (key or value).shape[1],
+            ),
+            dtype=self.compute_dtype,
+        )
+        outputs = [spec]
+        if return_attention_scores:
+            outputs.append(scores_spec)
+        if cache is not None:
+            outputs.append(keras.KerasTensor(cache.shape, dtype=cache.dtype))
+        return tuple(outputs) if len(outputs) > 1 else spec
+
+
+@keras.saving.register_keras_serializable(package="tf_posenc")
+class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttention):
+    """`keras.layers.MultiHeadAttention` with positions: rotations, score biases and a cache.
+
+    Every argument of Keras's layer (3.15) keeps Keras's meaning, and with none of the arguments
+    below a call is Keras's own (the same weights, paths and outputs): switch by changing the
+    import. The new arguments put positions into attention, computed exactly by tf_posenc's
+    layers, and the masks follow the positions (`tf_posenc.attention_mask`), so left padding,
+    packing and a cache follow one rule.
+
+    `sliding_window` keeps Keras's meaning, a band `|q - k| < sliding_window` (with
+    `use_causal_mask`, the `sliding_window` keys up to and including the query's own) — on the
+    positions here, not the indices. transformers' rule, which `tf_posenc.attention_mask` follows,
+    keeps `q - W < k <= q`: the same keys for a causal layer.
+
+    Args:
+        num_heads, key_dim, value_dim, dropout, use_bias, output_shape, attention_axes,
+            sliding_window, flash_attention, kernel_initializer, bias_initializer,
+            kernel_regularizer, bias_regularizer, activity_regularizer, kernel_constraint,
+            bias_constraint, use_gate, seed: Keras's arguments, with Keras's meaning.
+        rope: Optional `RotaryEmbedding` (or `AxialRotaryEmbedding`): rotates each head's
+            queries and keys at their positions. Defaults to `None`.
+        position_bias: Optional `AlibiBias` or `RelativePositionBias`: its bias of the query and
+            key positions is added to the scores (its weights are this layer's). Defaults to
+            `None`.
+        scaling: Optional positive number: the softmax scale of `q . k`. Defaults to `None`
+            (Keras's `1 / sqrt(key_dim)`).
+        temperature: Optional `tf_posenc.attention.Temperature` (or its `(floor_scale,
+            attn_scale[, offset])`): Llama 4's and Ministral 3's query scale by position.
+            Defaults to `None`.
+        chunk_size: Optional positive integer: queries attend to keys of their own chunk of
+            positions (Llama 4). Defaults to `None`.
+        logit_soft_cap: Optional positive number: scores become `cap * tanh(score / cap)`
+            before the softmax (Gemma 2). Defaults to `None`.
+        query_norm: Optional Keras layer applied to each head's queries `(batch, len, heads,
+            key_dim)` before rotation (Qwen3, Gemma 3, OLMo 2). Defaults to `None`.
+        key_norm: Optional Keras layer, the same for the keys. Defaults to `None`.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        query, value, key, query_mask, value_mask, key_mask, attention_mask,
+            return_attention_scores, training, use_causal_mask: Keras's.
+        query_positions: Optional integer tensor `(q_len,)` or `(batch, q_len)`. Defaults to
+            `0 .. q_len - 1`, or `cache_update_index + arange(q_len)` with a cache.
+        key_positions: Optional integer tensor `(k_len,)` or `(batch, k_len)`. Defaults to
+            `0 .. k_len - 1` (a cache's slot `i` holds position `i`).
+        cache: Optional tensor `(batch, 2, slots, num_heads, key_dim)`, keras-hub's
+            `CachedMultiHeadAttention` convention: the keys (already rotated) and values of every
+            slot. With a cache the call returns `(output, cache)`.
+        cache_update_index: Optional integer or scalar integer tensor: the slot the call's first
+            step is written to. Without it the cache is read, not written.
+        segment_ids: Optional integer tensor `(batch, len)`: packed documents attend within their
+            own segment (0 is padding), for self-attention.
+
+    Example:
+
+    >>> import tf_posenc
+    >>> layer = MultiHeadAttention(num_heads=2, key_dim=8, rope=tf_posenc.RotaryEmbedding())
+    >>> x = keras.ops.ones((1, 5, 16))
+    >>> tuple(layer(x, x, use_causal_mask=True).shape)
+    (1, 5, 16)
+    >>> cache = keras.ops.zeros((1, 2, 8, 2, 8))
+    >>> output, cache = layer(x[:, :1], x[:, :1], cache=cache, cache_update_index=5, use_causal_mask=True)
+    >>> tuple(output.shape), tuple(cache.shape)
+    ((1, 1, 16), (1, 2, 8, 2, 8))
+    """
+
+    _head_dim_name = "key_dim"
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        output_shape=None,
+        attention_axes=None,
+        sliding_window=None,
+        flash_attention=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        use_gate=False,
+        seed=None,
+        *,
+        rope=None,
+        position_bias=None,
+        scaling=None,
+        temperature=None,
+        chunk_size=None,
+        logit_soft_cap=None,
+        query_norm=None,
+        key_norm=None,
+        **kwargs,
+    ):
+        keras_arguments = {
+            "value_dim": value_dim, "dropout": dropout, "use_bias": use_bias, "output_shape": output_shape,
+            "attention_axes": attention_axes, "flash_attention": flash_attention,
+            "kernel_initializer": kernel_initializer, "bias_initializer": bias_initializer,
+            "kernel_regularizer": kernel_regularizer, "bias_regularizer": bias_regularizer,
+            "activity_regularizer": activity_regularizer, "kernel_constraint": kernel_constraint,
+            "bias_constraint": bias_constraint, "seed": seed,
+        }  # fmt: skip
+        # Keras's newer arguments, passed only where given, so that older Keras versions build it.
+        for name, value, default in (("sliding_window", sliding_window, None), ("use_gate", use_gate, False)):
+            if value != default:
+                keras_arguments[name] = value
+        super().__init__(num_heads, key_dim, **keras_arguments, **kwargs)
+        self._init_positions(
+            rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap, query_norm, key_norm
+        )
+        if self._positions_in_use() and attention_axes not in (None, 1, (1,), [1]):
+            used = ", ".join(f"`{name}`" for name in _POSITION_ARGUMENTS if getattr(self, name) is not None)
+            raise ValueError(
+                "Positions run along axis 1 (`(batch, len, features)` inputs): `attention_axes` must be "
+                f"None or 1 with {used}. {_validation.received('attention_axes', attention_axes)}"
+            )
+
+    @property
+    def _heads(self):
+        return self._num_heads
+
+    @property
+    def _kv_heads(self):
+        return self._num_heads
+
+    @property
+    def _head_dim(self):
+        return self._key_dim
+
+    @property
+    def _scale_default(self):
+        return self._inverse_sqrt_key_dim
+
+    def _window(self):
+        return getattr(self, "_sliding_window", None)
+
+    def _gated(self):
+        return getattr(self, "_use_gate", False)
+
+    def _dropout_rate(self):
+        return self._dropout
+
+    def _expand_kv(self, tensor):
+        return tensor
+
+    def _keras_call(self, *arguments):
+        return keras.layers.MultiHeadAttention.call(self, *arguments)
+
+    def _with_cache(self, cache, cache_update_index, keys, values, rotate):
+        if self._value_dim != self._key_dim:
+            raise ValueError(
+                "A `cache` holds keys and values of one size: `value_dim` must equal `key_dim`. "
+                f"Received: key_dim={self._key_dim}, value_dim={self._value_dim}"
+            )
+        return super()._with_cache(cache, cache_update_index, keys, values, rotate)
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        super().build(query_shape, value_shape, key_shape)
+        self._build_positions()
+
+    def compute_output_spec(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
+                            attention_mask=None, return_attention_scores=False, training=None,
+                            use_causal_mask=False, query_positions=None, key_positions=None, cache=None,
+                            cache_update_index=None, segment_ids=None):  # fmt: skip
+        spec = super().compute_output_spec(query, value, key)
+        return self._call_spec(spec, query, value, key, return_attention_scores, cache)
+
+    def get_config(self):
+        return {**super().get_config(), **self._position_config()}
+
+
+@keras.saving.register_keras_serializable(package="tf_posenc")
+class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAttention):
+    """`keras.layers.GroupQueryAttention` with positions: rotations, score biases and a cache.
+
+    Keras's arguments keep Keras's meaning, and with none of the new ones a call is Keras's own.
+    The new constructor and call arguments are `MultiHeadAttention`'s; the cache holds
+    `num_key_value_heads` heads, `(batch, 2, slots, num_key_value_heads, head_dim)`, and keys
+    rotate before they are repeated for the query heads.
+
+    Args:
+        head_dim, num_query_heads, num_key_value_heads, dropout, use_bias, sliding_window,
+            flash_attention, kernel_initializer, bias_initializer, kernel_regularizer,
+            bias_regularizer, activity_regularizer, kernel_constraint, bias_constraint,
+            use_gate, seed: Keras's arguments, with Keras's meaning.
+        rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap, query_norm,
+            key_norm: as for `MultiHeadAttention` (`scaling` defaults to `1 / sqrt(head_dim)`).
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        As `MultiHeadAttention`'s.
+
+    Example:
+
+    >>> import tf_posenc
+    >>> layer = GroupQueryAttention(8, 4, 2, rope=tf_posenc.RotaryEmbedding())
+    >>> x = keras.ops.ones((1, 5, 16))
+    >>> tuple(layer(x, x, use_causal_mask=True).shape)
+    (1, 5, 16)
+    """
+
+    _head_dim_name = "head_dim"
+
+    def __init__(
+        self,
+        head_dim,
+        num_query_heads,
+        num_key_value_heads,
+        dropout=0.0,
+        use_bias=True,
+        sliding_window=None,
+        flash_attention=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        use_gate=False,
+        seed=None,
+        *,
+        rope=None,
+        position_bias=None,
+        scaling=None,
+        temperature=None,
+        chunk_size=None,
+        logit_soft_cap=None,
+        query_norm=None,
+        key_norm=None,
+        **kwargs,
+    ):
+        keras_arguments = {
+            "dropout": dropout, "use_bias": use_bias, "flash_attention": flash_attention,
+            "kernel_initializer": kernel_initializer, "bias_initializer": bias_initializer,
+            "kernel_regularizer": kernel_regularizer, "bias_regularizer": bias_regularizer,
+            "activity_regularizer": activity_regularizer, "kernel_constraint": kernel_constraint,
+            "bias_constraint": bias_constraint, "seed": seed,
+        }  # fmt: skip
+        for name, value, default in (("sliding_window", sliding_window, None), ("use_gate", use_gate, False)):
+            if value != default:
+                keras_arguments[name] = value
+        super().__init__(head_dim, num_query_heads, num_key_value_heads, **keras_arguments, **kwargs)
+        self._init_positions(
+            rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap, query_norm, key_norm
+        )
+
+    @property
+    def _heads(self):
+        return self.num_query_heads
+
+    @property
+    def _kv_heads(self):
+        return self.num_key_value_heads
+
+    @property
+    def _head_dim(self):
+        return self.head_dim
+
+    @property
+    def _scale_default(self):
+        return self._inverse_sqrt_head_dim
+
+    def _window(self):
+        return getattr(self, "sliding_window", None)
+
+    def _gated(self):
+        return getattr(self, "use_gate", False)
+
+    def _dropout_rate(self):
+        return self.dropout
+
+    def _expand_kv(self, tensor):
+        return ops.repeat(tensor, self.num_repeats, axis=2)
+
+    def _keras_call(self, *arguments):
+        return keras.layers.GroupQueryAttention.call(self, *arguments)
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        super().build(query_shape, value_shape, key_shape)
+        self._build_positions()
+
+    def compute_output_spec(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
+                            attention_mask=None, return_attention_scores=False, training=None,
+                            use_causal_mask=False, query_positions=None, key_positions=None, cache=None,
+                            cache_update_index=None, segment_ids=None):  # fmt: skip
+        spec = super().compute_output_spec(query, value, key)
+        return self._call_spec(spec, query, value, key, return_attention_scores, cache)
+
+    def get_config(self):
+        return {**super().get_config(), **self._position_config()}
