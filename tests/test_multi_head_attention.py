@@ -79,24 +79,29 @@ def reference_attention(layer, x, positions, *, heads, kv_heads, frequencies=Non
         scores = np.where(positions[:, None, :, None] >= positions[:, None, None, :], scores, -np.inf)
     scores = np.exp(scores - scores.max(-1, keepdims=True))
     attended = np.einsum("bnqk,bknh->bqnh", scores / scores.sum(-1, keepdims=True), v)
-    return np.einsum("bqnh,nhm->bqm", attended, weights["attention_output/kernel"]) + weights[
-        "attention_output/bias"
-    ]
+    return (
+        np.einsum("bqnh,nhm->bqm", attended, weights["attention_output/kernel"])
+        + weights["attention_output/bias"]
+    )
 
 
 def test_rotation_bias_soft_cap_and_scale_are_the_float64_formula():
     heads, kv_heads = 4, 2
-    layer = GroupQueryAttention(8, heads, kv_heads, rope=RotaryEmbedding(), position_bias=AlibiBias(num_heads=4),
+    alibi = AlibiBias(num_heads=4)
+    layer = GroupQueryAttention(8, heads, kv_heads, rope=RotaryEmbedding(), position_bias=alibi,
                                 logit_soft_cap=5.0, scaling=0.3)  # fmt: skip
     positions = np.array([[0, 1, 2, 3, 4, 5, 6], [100000, 100001, 100002, 100003, 100004, 100005, 100006]])
     got = layer(X, X, use_causal_mask=True, query_positions=positions, key_positions=positions).numpy()
     distance = positions[:, None, None, :] - positions[:, None, :, None]
     bias = alibi_slopes(heads)[None, :, None, None] * distance
+    frequencies = rope_frequencies(8)
     expected = reference_attention(layer, X, positions, heads=heads, kv_heads=kv_heads,
-                                   frequencies=rope_frequencies(8), bias=bias, cap=5.0, scale=0.3)  # fmt: skip
+                                   frequencies=frequencies, bias=bias, cap=5.0, scale=0.3)  # fmt: skip
     np.testing.assert_allclose(got, expected, atol=2e-5)
     # The fused route (no soft cap) gives the same formula.
-    fused = GroupQueryAttention(8, heads, kv_heads, rope=RotaryEmbedding(), position_bias=AlibiBias(num_heads=4))
+    fused = GroupQueryAttention(
+        8, heads, kv_heads, rope=RotaryEmbedding(), position_bias=AlibiBias(num_heads=4)
+    )
     fused(X, X)
     fused.set_weights(layer.get_weights())
     got = fused(X, X, use_causal_mask=True, query_positions=positions, key_positions=positions).numpy()
@@ -142,7 +147,9 @@ def test_left_padding_follows_the_positions():
     positions = positions_from_mask(mask)
     got = layer(padded, padded, use_causal_mask=True, query_positions=positions, key_positions=positions,
                 attention_mask=np.broadcast_to(mask[:, None, :], (1, 7, 7)))  # fmt: skip
-    np.testing.assert_allclose(got.numpy()[:, 3:], layer(short, short, use_causal_mask=True).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        got.numpy()[:, 3:], layer(short, short, use_causal_mask=True).numpy(), atol=1e-6
+    )
 
 
 def test_masks_of_keras_inputs_arrive():
@@ -197,19 +204,21 @@ def test_keras_layer_harness():
     "make, message",
     [(lambda: MultiHeadAttention(2, 7, rope=RotaryEmbedding()), r"the head size must be even.*key_dim=7"),
      (lambda: MultiHeadAttention(2, 8, rope="rope"), r"`rope` must be None or a `RotaryEmbedding`"),
-     (lambda: MultiHeadAttention(2, 8, position_bias=keras.layers.Dense(2)), r"`position_bias` must be None or"),
+     (lambda: MultiHeadAttention(2, 8, position_bias=keras.layers.Dense(2)),
+      r"`position_bias` must be None or"),
      (lambda: MultiHeadAttention(2, 8, position_bias=AlibiBias(num_heads=4)),
       r"must bias the layer's 2 query heads. Received: position_bias.num_heads=4"),
      (lambda: MultiHeadAttention(2, 8, scaling=0), r"`scaling` must be"),
      (lambda: MultiHeadAttention(2, 8, temperature="hot"), r"`temperature` must be None"),
-     (lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding(), attention_axes=(1, 2)), r"`attention_axes` must be"),
+     (lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding(), attention_axes=(1, 2)),
+      r"`attention_axes` must be"),
      (lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding())(X, X, cache_update_index=0),
       r"`cache_update_index` writes the call's keys and values into a `cache`"),
-     (lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding())(X, X, cache=np.zeros((2, 2, 9, 3, 8), "float32"),
-                                                              cache_update_index=0),
+     (lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding())(
+         X, X, cache=np.zeros((2, 2, 9, 3, 8), "float32"), cache_update_index=0),
       r"`cache` must have shape \(batch, 2, slots, 2, 8\)"),
-     (lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding())(X, X, cache=np.zeros((2, 2, 9, 2, 8), "float32"),
-                                                              cache_update_index=5),
+     (lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding())(
+         X, X, cache=np.zeros((2, 2, 9, 2, 8), "float32"), cache_update_index=5),
       r"`cache` has 9 slots: a call of 7 steps"),
      (lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding())(X, X, query_positions=np.arange(6)),
       r"`query_positions` must have one entry per query \(7\)")],
