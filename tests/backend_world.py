@@ -100,6 +100,7 @@ def backend_world(request, tmp_path_factory):
             HELPERS,
             MASKS_AND_ERRORS,
             POSITIONS_IN_ATTENTION,
+            ATTENTION_LAYERS,
             BACKEND_ERRORS,
         ]
     )
@@ -633,6 +634,27 @@ def test_rows_masks_temperature_port_and_biases_are_the_tensorflow_ones(backend_
         np.testing.assert_array_equal(saved[name], expected)
         np.testing.assert_array_equal(saved[name + "-jit"], expected)
         np.testing.assert_array_equal(saved[name + "-default"], layer(scores).numpy())
+
+
+# `tf_posenc.MultiHeadAttention` and `GroupQueryAttention` with rotations, biases and a cache.
+ATTENTION_LAYERS = """
+from test_multi_head_attention import BACKEND_CASES, backend_outputs
+layers_saved = {}
+for name, make in BACKEND_CASES.items():
+    for key, value in backend_outputs(make(), compiled, as_tensor).items():
+        layers_saved[f"{name}-{key}"] = value
+np.savez("attention_layers.npz", **layers_saved)
+"""
+
+
+def test_attention_layers_give_the_tensorflow_numbers(backend_world):
+    from test_multi_head_attention import BACKEND_CASES, backend_outputs
+
+    saved = np.load(backend_world[0] / "attention_layers.npz")
+    for name, make in BACKEND_CASES.items():
+        for key, expected in backend_outputs(make(), tf.function).items():
+            # Each backend's matmuls and softmax round in their own order: float32 noise.
+            np.testing.assert_allclose(saved[f"{name}-{key}"], expected, atol=2e-5, err_msg=f"{name}-{key}")
 
 
 BACKEND_ERRORS = """

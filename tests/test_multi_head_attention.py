@@ -246,3 +246,44 @@ def test_layers_sharing_a_rotation_compute_its_rows_once_per_step():
         return [op.type for op in graph.get_operations()].count("Round")  # the rows' roundings
 
     assert roundings(4) == roundings(1) > 0
+
+
+# The layers the JAX and PyTorch worlds (`backend_world.py`) run too, with weights of their own.
+BACKEND_CASES = {
+    "mha-rope-t5": lambda: MultiHeadAttention(
+        2, 8, rope=RotaryEmbedding(), position_bias=RelativePositionBias(2, 16, 40, bidirectional=False)
+    ),
+    "gqa-rope-alibi-cap-window": lambda: GroupQueryAttention(
+        8,
+        4,
+        2,
+        rope=RotaryEmbedding(),
+        position_bias=AlibiBias(num_heads=4),
+        logit_soft_cap=20.0,
+        sliding_window=3,
+    ),
+}
+
+
+def backend_outputs(layer, compiled=lambda function: function, as_tensor=lambda value: value):
+    """`layer` given fixed weights, then its full causal pass, a prompt and cached steps (eager and
+    compiled), at positions from 70000 on."""
+    layer(X, X)
+    layer.set_weights(
+        [(np.sin(np.arange(w.size) * 0.37 + i) * 0.3).reshape(w.shape).astype("float32")
+         for i, w in enumerate(layer.get_weights())]
+    )  # fmt: skip
+    positions = 70000 + np.arange(7)
+    outputs = {"full": layer(X, X, use_causal_mask=True, query_positions=positions, key_positions=positions)}
+    heads = getattr(layer, "num_key_value_heads", 2)
+    cache = np.zeros((2, 2, 9, heads, 8), "float32")
+    output, cache = layer(X[:, :5], X[:, :5], cache=cache, cache_update_index=0, use_causal_mask=True)
+    step = compiled(lambda x, cache, index: layer(x, x, cache=cache, cache_update_index=index,
+                                                  use_causal_mask=True))  # fmt: skip
+    steps = [output]
+    for index in (5, 6):
+        output, cache = step(X[:, index : index + 1], cache, as_tensor(np.int32(index)))
+        steps.append(output)
+    outputs["steps"] = keras.ops.concatenate(steps, axis=1)
+    outputs["cache"] = cache
+    return {name: keras.ops.convert_to_numpy(value) for name, value in outputs.items()}

@@ -43,6 +43,10 @@ def _temperature(value):
     )
 
 
+# A score the softmax gives no weight, finite so that a query with no key left stays finite.
+_MASKED = {"float16": -3e4, "bfloat16": -1e9, "float32": -1e9, "float64": -1e9}
+
+
 def _rope_where(positions, start):
     """What a rotation is given for these positions: a start where they are defaulted."""
     return {"start_index": start} if positions is None else {"positions": positions}
@@ -290,10 +294,24 @@ class PositionedAttentionMixin:
             bias = ops.cast(self.position_bias.bias(query_positions, key_positions), queries.dtype)
         explicit = return_scores or self.logit_soft_cap is not None or self._dropout_rate() > 0.0
         if not explicit:
+            mask = None if mask is None else ops.expand_dims(mask, 1)
+            if bias is not None and mask is not None:
+                # One of them: PyTorch's `dot_product_attention` takes a bias or a mask, not both.
+                bias, mask = (
+                    ops.where(
+                        mask, bias, ops.cast(_MASKED[keras.backend.standardize_dtype(bias.dtype)], bias.dtype)
+                    ),
+                    None,
+                )
             output = ops.dot_product_attention(
-                queries, keys, values, bias=bias, mask=None if mask is None else ops.expand_dims(mask, 1),
-                scale=scale, flash_attention=self._flash_attention,
-            )  # fmt: skip
+                queries,
+                keys,
+                values,
+                bias=bias,
+                mask=mask,
+                scale=scale,
+                flash_attention=self._flash_attention,
+            )
             return output, None
         scores = ops.einsum("bqnh,bknh->bnqk", queries, keys) * ops.cast(scale, queries.dtype)
         if bias is not None:
