@@ -1,6 +1,6 @@
-"""The README's "Porting a Hugging Face decoder", run: its code block builds the attention of
-tiny Llama and Gemma 3 decoders (configs and weights in `port_weights`), and this module the rest
-of them (norms, MLPs, embeddings), as transformers 5.24's modeling code has them."""
+"""The README's "Porting a Hugging Face decoder", run: its code block builds and loads the attention
+of tiny Llama, Gemma 3 and Phi-3 decoders (configs and weights in `port_weights`), and this module
+the rest of them (norms, MLPs, embeddings), as transformers 5.24's modeling code has them."""
 
 import pathlib
 import re
@@ -28,30 +28,16 @@ class Port:
 
     def __init__(self, config, weights, port=None):
         port = port or readme_port()
-        self.config, self.rows_for_step = config, port["rows_for_step"]
+        self.config = config
         self.gemma = config["model_type"].startswith("gemma")
         self.plan = tf_posenc.hf_attention_layers(config)
         hidden = config["hidden_size"]
         self.weights = {name: ops.convert_to_tensor(value) for name, value in weights.items()}
-        attention_class = port["DecoderAttention"]
-        if self.gemma:
-
-            class GemmaAttention(attention_class):
-                def normalize(inner, q, k):  # noqa: N805 (the attention layer)
-                    prefix = f"model.layers.{inner.index}.self_attn."
-                    return self.norm(q, prefix + "q_norm.weight"), self.norm(k, prefix + "k_norm.weight")
-
-            attention_class = GemmaAttention
-        self.attention = []
-        for index, entry in enumerate(self.plan):
-            attention = attention_class(self.config, entry)
-            attention.index = index
-            for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-                kernel = weights[f"model.layers.{index}.self_attn.{name}.weight"].T
-                dense = getattr(attention, name)
-                dense.build((None, kernel.shape[0]))
-                dense.set_weights([kernel])
-            self.attention.append(attention)
+        self.attention = port["attention_layers"](config)
+        for index, attention in enumerate(self.attention):
+            port["load_attention"](
+                attention, weights, f"model.layers.{index}.self_attn.", hidden, 1.0 if self.gemma else 0.0
+            )
         self.embed_scale = np.float32(hidden**0.5) if self.gemma else None
 
     def norm(self, x, name):
@@ -68,25 +54,19 @@ class Port:
         return linear("down_proj", gate * linear("up_proj", x))
 
     def empty_cache(self, slots, batch=1):
-        shape = (batch, slots, self.config["num_key_value_heads"], self.config["head_dim"])
-        return [(ops.zeros(shape), ops.zeros(shape)) for _ in self.plan]
+        shape = (batch, 2, slots, self.config["num_key_value_heads"], self.config["head_dim"])
+        return [ops.zeros(shape) for _ in self.plan]
 
     def __call__(self, tokens, cache, cache_index):
-        steps = ops.shape(tokens)[1]
         x = ops.take(self.weights["model.embed_tokens.weight"], tokens, axis=0)
         if self.gemma:
             x = x * self.embed_scale
-        rows = self.rows_for_step(self.plan, self.config["head_dim"], cache_index, steps)
-        positions = cache_index + ops.expand_dims(ops.arange(steps), 0)
         new_cache = []
         for index, attention in enumerate(self.attention):
             prefix = f"model.layers.{index}."
+            normed = self.norm(x, prefix + "input_layernorm.weight")
             mixed, layer_cache = attention(
-                self.norm(x, prefix + "input_layernorm.weight"),
-                rows=rows,
-                positions=positions,
-                cache=cache[index],
-                cache_index=cache_index,
+                normed, normed, cache=cache[index], cache_update_index=cache_index, use_causal_mask=True
             )
             new_cache.append(layer_cache)
             if self.gemma:

@@ -6,6 +6,7 @@ a sliding window of 4 crossed by a 10-token sequence) from `port_weights`; CI ne
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 from port_model import Port, readme_port
 from port_weights import GEMMA3, LLAMA, PHI3, TOKENS, weights
 from test_attention import PLAN_CONFIGS, TINY
@@ -845,13 +846,14 @@ def test_every_family_decodes_step_by_step_as_its_full_pass(name, port):
 @pytest.mark.parametrize("family", CONFIGS)
 def test_each_steps_rows_are_a_full_pass_rows_bit_for_bit(family, port):
     # A step at `index` covers what a full pass of `index + 1` tokens covers last (the same
-    # extent: LongRoPE's factors are chosen by it).
+    # extent: LongRoPE's factors are chosen by it): the rows each attention layer rotates with.
     config, _ = CONFIGS[family]
     model = Port(config, weights(config), port)
-    for index in range(TOKENS.shape[1]):
-        step = port["rows_for_step"](model.plan, config["head_dim"], tf.constant(index), 1)
-        full = port["rows_for_step"](model.plan, config["head_dim"], 0, index + 1)
-        assert step.keys() == full.keys()
-        for name, (cos, sin) in step.items():
-            np.testing.assert_array_equal(cos.numpy()[0, 0], full[name][0].numpy()[0, index])
-            np.testing.assert_array_equal(sin.numpy()[0, 0], full[name][1].numpy()[0, index])
+    heads = ops.zeros((1, 1, 1, config["head_dim"]))
+    for attention in model.attention:
+        rope = attention.rope
+        for index in range(TOKENS.shape[1]):
+            step = rope.rows(heads, start_index=tf.constant(index))
+            full = rope.rows(ops.zeros((1, index + 1, 1, config["head_dim"])))
+            for got, expected in zip(step, full, strict=True):
+                np.testing.assert_array_equal(got.numpy()[0, 0], expected.numpy()[0, index])

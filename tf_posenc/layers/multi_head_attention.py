@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from tf_posenc import _positions, _validation, attention
+from tf_posenc import _hf_config, _positions, _validation, attention
 from tf_posenc.layers.alibi_bias import AlibiBias
 from tf_posenc.layers.axial_rotary_embedding import AxialRotaryEmbedding
 from tf_posenc.layers.relative_position_bias import RelativePositionBias
@@ -43,6 +43,9 @@ def _temperature(value):
     )
 
 
+# The model types whose attention normalises each head's queries and keys (transformers' `q_norm`
+# and `k_norm` over `head_dim`).
+_QUERY_KEY_NORMS = ("qwen3", "qwen3_moe", "gemma3", "gemma3_text")
 # A score the softmax gives no weight, finite so that a query with no key left stays finite.
 _MASKED = {"float16": -3e4, "bfloat16": -1e9, "float32": -1e9, "float64": -1e9}
 
@@ -639,6 +642,65 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
                             cache_update_index=None, segment_ids=None):  # fmt: skip
         spec = super().compute_output_spec(query, value, key)
         return self._call_spec(spec, query, value, key, return_attention_scores, cache)
+
+    @classmethod
+    def from_hf_config(cls, config, layer_index, **kwargs):
+        """The attention of decoder layer `layer_index` of a Hugging Face transformers model.
+
+        From the config: the head counts and size, the projections' bias (`attention_bias`; the
+        Qwen2 family's query, key and value biases, whose output projection has none: load zeros
+        there), Gemma 2's `attn_logit_softcapping`, the per-head query and key RMS norms of
+        Qwen3 and Gemma 3 (`query_norm` and `key_norm`; load Gemma's `1 + weight`), and from
+        `tf_posenc.hf_attention_layers(config)[layer_index]` the rope, window, chunk, temperature
+        and softmax scale. Call it with `use_causal_mask=True` (and a cache, for decoding).
+
+        Args:
+            config: As for `tf_posenc.hf_attention_layers`.
+            layer_index: Integer. The decoder layer.
+            **kwargs: Further constructor arguments (`dtype`, `name`, or one to override).
+
+        Example:
+
+        >>> config = {"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4,
+        ...           "num_key_value_heads": 2, "num_hidden_layers": 2, "rope_theta": 500000.0}
+        >>> layer = GroupQueryAttention.from_hf_config(config, 0)
+        >>> layer.head_dim, layer.num_query_heads, layer.num_key_value_heads, layer.rope.max_wavelength
+        (8, 4, 2, 500000.0)
+        """
+        read = _hf_config.read(config)
+        plan = attention.hf_attention_layers(config)
+        if not _positions.is_python_int(layer_index) or not 0 <= layer_index < len(plan):
+            raise ValueError(
+                f"`layer_index` must be a decoder layer of the config, 0 .. {len(plan) - 1}. "
+                f"{_validation.received('layer_index', layer_index)}"
+            )
+        entry = plan[layer_index]
+        if entry.kv_shared_layer_index is not None:
+            raise ValueError(
+                f"Layer {layer_index} attends to the keys and values of layer {entry.kv_shared_layer_index} "
+                "(Gemma 3n's and 4's shared layers): build it with `cache=` that layer's cache and no "
+                "`cache_update_index`; `from_hf_config` builds layers with keys of their own."
+            )
+        heads = read["num_attention_heads"]
+        head_dim = read.get("head_dim") or read["hidden_size"] // heads
+        model_type = read.get("model_type") or ""
+        arguments = {
+            "use_bias": bool(read.get("attention_bias")) or model_type.startswith("qwen2"),
+            "rope": entry.rope,
+            "scaling": entry.scaling,
+            "temperature": entry.temperature,
+            "chunk_size": entry.chunk_size,
+            "logit_soft_cap": read.get("attn_logit_softcapping"),
+        }
+        if entry.sliding_window is not None:
+            # transformers' causal window (q - W < k <= q) is Keras's band of W with the causal
+            # mask; its bidirectional one (|q - k| <= W) is Keras's band of W + 1.
+            arguments["sliding_window"] = entry.sliding_window + (0 if entry.causal else 1)
+        if model_type in _QUERY_KEY_NORMS:
+            epsilon = read.get("rms_norm_eps", 1e-6)
+            arguments["query_norm"] = keras.layers.RMSNormalization(epsilon=epsilon, name="query_norm")
+            arguments["key_norm"] = keras.layers.RMSNormalization(epsilon=epsilon, name="key_norm")
+        return cls(head_dim, heads, read.get("num_key_value_heads") or heads, **{**arguments, **kwargs})
 
     def get_config(self):
         return {**super().get_config(), **self._position_config()}
