@@ -298,3 +298,16 @@ def test_readme_attention_example_runs():
     namespace = {}
     exec(compile(block, "README.md (attention example)", "exec"), namespace)
     assert namespace["generated"].shape == (1, 11)
+
+
+def test_packed_documents_attend_within_their_segment():
+    from tf_posenc import positions_from_segment_ids
+
+    layer = MultiHeadAttention(2, 8, rope=RotaryEmbedding())
+    segments = np.array([[1, 1, 1, 2, 2, 2, 2]])
+    positions = positions_from_segment_ids(segments)
+    packed = layer(X[:1], X[:1], use_causal_mask=True, segment_ids=segments, query_positions=positions,
+                   key_positions=positions).numpy()  # fmt: skip
+    for begin, end in ((0, 3), (3, 7)):
+        alone = layer(X[:1, begin:end], X[:1, begin:end], use_causal_mask=True).numpy()
+        np.testing.assert_allclose(packed[:, begin:end], alone, atol=1e-6)

@@ -258,24 +258,26 @@ class PositionedAttentionMixin:
 
     def _mask(self, query_positions, key_positions, query_mask, value_mask, key_mask, attention_mask,
               use_causal_mask, segment_ids):  # fmt: skip
-        """The boolean `(batch or 1, q_len, k_len)` mask of a call, or `None`: Keras's masks,
-        and the causal, window and chunk rules on the positions (`tf_posenc.attention_mask`)."""
+        """The boolean `(batch or 1, q_len, k_len)` mask of a call, or `None`: Keras's masks, and
+        the causal, window and chunk rules on the positions (`tf_posenc.attention_mask`'s rules;
+        the positions are checked already, so they are applied here without a second check)."""
         masks = []
+        queries, keys = ops.expand_dims(query_positions, 2), ops.expand_dims(key_positions, 1)
+        if use_causal_mask:
+            masks.append(ops.greater_equal(queries, keys))
+        if self.chunk_size is not None:
+            masks.append(ops.equal(queries // self.chunk_size, keys // self.chunk_size))
         window = self._window()
-        if use_causal_mask or self.chunk_size is not None or segment_ids is not None:
-            query_segments = key_segments = None
-            if segment_ids is not None:
-                query_segments = key_segments = ops.convert_to_tensor(segment_ids)
+        if window is not None:  # Keras's band: |q - k| < sliding_window, on the positions
+            masks.append(ops.less(ops.abs(queries - keys), window))
+        if segment_ids is not None:
+            segments = ops.convert_to_tensor(segment_ids)
             masks.append(
                 attention.attention_mask(
-                    query_positions, key_positions, causal=bool(use_causal_mask), chunk_size=self.chunk_size,
-                    query_segment_ids=query_segments, key_segment_ids=key_segments,
+                    query_positions, key_positions, causal=False, query_segment_ids=segments,
+                    key_segment_ids=segments,
                 )
             )  # fmt: skip
-        if window is not None:
-            # Keras's band: |q - k| < sliding_window, on the positions.
-            distance = ops.expand_dims(query_positions, 2) - ops.expand_dims(key_positions, 1)
-            masks.append(ops.less(ops.abs(distance), window))
         if query_mask is not None:
             masks.append(ops.expand_dims(ops.cast(query_mask, "bool"), -1))
         for mask in (value_mask, key_mask):
