@@ -311,3 +311,24 @@ def test_packed_documents_attend_within_their_segment():
     for begin, end in ((0, 3), (3, 7)):
         alone = layer(X[:1, begin:end], X[:1, begin:end], use_causal_mask=True).numpy()
         np.testing.assert_allclose(packed[:, begin:end], alone, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_functional_model_serves_from_saved_model_without_tf_posenc(tmp_path):
+    from helpers import serve_without_tf_posenc
+
+    x, positions = keras.Input((None, 16)), keras.Input((None,), dtype="int32")
+    layer = GroupQueryAttention(8, 4, 2, rope=RotaryEmbedding(), position_bias=AlibiBias(num_heads=4),
+                                sliding_window=3)  # fmt: skip
+    model = keras.Model([x, positions], layer(x, x, use_causal_mask=True, query_positions=positions,
+                                              key_positions=positions))  # fmt: skip
+    cases = {
+        "short": [X, np.broadcast_to(np.arange(7, dtype="int32"), (2, 7))],
+        "far": [X[:1, :5], np.arange(100000, 100005, dtype="int32")[None]],
+    }
+    expected = {name: model(case).numpy() for name, case in cases.items()}
+    specs = [tf.TensorSpec((None, None, 16), tf.float32), tf.TensorSpec((None, None), tf.int32)]
+    model.export(str(tmp_path / "exported"), verbose=False, input_signature=[specs])
+    served = serve_without_tf_posenc(tmp_path, cases)
+    for name in cases:
+        np.testing.assert_allclose(served[name], expected[name], atol=1e-5)

@@ -5,7 +5,6 @@ from keras import ops
 
 from tf_posenc import _hf_config, _positions, _validation, attention
 from tf_posenc.layers.alibi_bias import AlibiBias
-from tf_posenc.layers.axial_rotary_embedding import AxialRotaryEmbedding
 from tf_posenc.layers.relative_position_bias import RelativePositionBias
 from tf_posenc.layers.rotary_embedding import RotaryEmbedding
 
@@ -68,12 +67,7 @@ class PositionedAttentionMixin:
 
     def _init_positions(self, rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap,
                         query_norm, key_norm):  # fmt: skip
-        self.rope = _optional_layer(
-            "rope",
-            rope,
-            (RotaryEmbedding, AxialRotaryEmbedding),
-            "a `RotaryEmbedding` or `AxialRotaryEmbedding`",
-        )
+        self.rope = _optional_layer("rope", rope, (RotaryEmbedding,), "a `RotaryEmbedding`")
         if self.rope is not None and self._head_dim % 2:
             raise ValueError(
                 f"A `rope` rotates pairs of features: the head size must be even. Received: "
@@ -370,8 +364,8 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
             sliding_window, flash_attention, kernel_initializer, bias_initializer,
             kernel_regularizer, bias_regularizer, activity_regularizer, kernel_constraint,
             bias_constraint, use_gate, seed: Keras's arguments, with Keras's meaning.
-        rope: Optional `RotaryEmbedding` (or `AxialRotaryEmbedding`): rotates each head's
-            queries and keys at their positions. Defaults to `None`.
+        rope: Optional `RotaryEmbedding`: rotates each head's queries and keys at their
+            positions. Defaults to `None`.
         position_bias: Optional `AlibiBias` or `RelativePositionBias`: its bias of the query and
             key positions is added to the scores (its weights are this layer's). Defaults to
             `None`.
