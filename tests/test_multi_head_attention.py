@@ -332,3 +332,15 @@ def test_a_functional_model_serves_from_saved_model_without_tf_posenc(tmp_path):
     served = serve_without_tf_posenc(tmp_path, cases)
     for name in cases:
         np.testing.assert_allclose(served[name], expected[name], atol=1e-5)
+
+
+def test_symbolic_calls_give_keras_tensors_of_every_output():
+    x, cache = keras.Input((None, 16)), keras.Input((2, 9, 2, 8))
+    layer = GroupQueryAttention(8, 4, 2, rope=RotaryEmbedding(), logit_soft_cap=30.0)
+    output, scores, updated = layer(x, x, cache=cache, cache_update_index=0, return_attention_scores=True)
+    assert (output.shape, scores.shape, updated.shape) == ((None, None, 16), (None, 4, None, None), cache.shape)
+    output, scores = layer(x, keras.Input((5, 16)), return_attention_scores=True)
+    assert scores.shape == (None, 4, None, 5)
+    model = keras.Model([x, cache], layer(x, x, cache=cache, cache_update_index=0))
+    out, new_cache = model([X[:, :3], np.zeros((2, 2, 9, 2, 8), "float32")])
+    assert out.shape == (2, 3, 16) and new_cache.shape == (2, 2, 9, 2, 8)

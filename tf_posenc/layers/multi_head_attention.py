@@ -296,12 +296,8 @@ class PositionedAttentionMixin:
             mask = None if mask is None else ops.expand_dims(mask, 1)
             if bias is not None and mask is not None:
                 # One of them: PyTorch's `dot_product_attention` takes a bias or a mask, not both.
-                bias, mask = (
-                    ops.where(
-                        mask, bias, ops.cast(_MASKED[keras.backend.standardize_dtype(bias.dtype)], bias.dtype)
-                    ),
-                    None,
-                )
+                masked = ops.cast(_MASKED[keras.backend.standardize_dtype(bias.dtype)], bias.dtype)
+                bias, mask = ops.where(mask, bias, masked), None
             output = ops.dot_product_attention(
                 queries,
                 keys,
@@ -332,7 +328,7 @@ class PositionedAttentionMixin:
                 query.shape[0],
                 self._heads,
                 query.shape[1],
-                None if cache is not None else (key or value).shape[1],
+                None if cache is not None else (value if key is None else key).shape[1],
             ),
             dtype=self.compute_dtype,
         )
