@@ -338,7 +338,11 @@ def test_symbolic_calls_give_keras_tensors_of_every_output():
     x, cache = keras.Input((None, 16)), keras.Input((2, 9, 2, 8))
     layer = GroupQueryAttention(8, 4, 2, rope=RotaryEmbedding(), logit_soft_cap=30.0)
     output, scores, updated = layer(x, x, cache=cache, cache_update_index=0, return_attention_scores=True)
-    assert (output.shape, scores.shape, updated.shape) == ((None, None, 16), (None, 4, None, None), cache.shape)
+    assert (output.shape, scores.shape, updated.shape) == (
+        (None, None, 16),
+        (None, 4, None, None),
+        cache.shape,
+    )
     output, scores = layer(x, keras.Input((5, 16)), return_attention_scores=True)
     assert scores.shape == (None, 4, None, 5)
     model = keras.Model([x, cache], layer(x, x, cache=cache, cache_update_index=0))
