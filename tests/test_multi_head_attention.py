@@ -289,6 +289,7 @@ def backend_outputs(layer, compiled=lambda function: function, as_tensor=lambda 
     return {name: keras.ops.convert_to_numpy(value) for name, value in outputs.items()}
 
 
+@pytest.mark.slow
 def test_readme_attention_example_runs():
     import pathlib
     import re
