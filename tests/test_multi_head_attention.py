@@ -230,9 +230,9 @@ def test_bad_arguments_are_clear_errors(make, message):
         make()
 
 
-def test_layers_sharing_a_rotation_compute_its_rows_once_per_step():
-    rope = RotaryEmbedding()
-    layers = [GroupQueryAttention(8, 4, 2, rope=rope) for _ in range(4)]
+def test_layers_sharing_a_rotation_and_a_bias_compute_them_once_per_step():
+    rope, t5 = RotaryEmbedding(), RelativePositionBias(4, 16, 40, bidirectional=False)
+    layers = [GroupQueryAttention(8, 4, 2, rope=rope, position_bias=t5) for _ in range(4)]
     cache = np.zeros((2, 2, 9, 2, 8), "float32")
     for layer in layers:
         layer(X[:, :1], X[:, :1], cache=cache, cache_update_index=0)
@@ -246,6 +246,11 @@ def test_layers_sharing_a_rotation_compute_its_rows_once_per_step():
         return [op.type for op in graph.get_operations()].count("Round")  # the rows' roundings
 
     assert roundings(4) == roundings(1) > 0
+    computed = []
+    bias = t5.bias
+    t5.bias = lambda *positions: computed.append(1) or bias(*positions)
+    roundings(4)
+    assert len(computed) == 1  # traced once, for the four layers
 
 
 # The layers the JAX and PyTorch worlds (`backend_world.py`) run too, with weights of their own.

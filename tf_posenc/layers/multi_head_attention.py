@@ -45,6 +45,7 @@ def _temperature(value):
 # The model types whose attention normalises each head's queries and keys (transformers' `q_norm`
 # and `k_norm` over `head_dim`).
 _QUERY_KEY_NORMS = ("qwen3", "qwen3_moe", "gemma3", "gemma3_text")
+_SHARED_BIASES = _positions.PerGraph()
 # A score the softmax gives no weight, finite so that a query with no key left stays finite.
 _MASKED = {"float16": -3e4, "bfloat16": -1e9, "float32": -1e9, "float64": -1e9}
 
@@ -168,7 +169,8 @@ class PositionedAttentionMixin:
         query_where = _rope_where(query_positions, start)
         key_where = _rope_where(key_positions, 0)
         # Self-attention's keys sit at the queries' positions: one set of rows serves both.
-        same = query_positions is None and key_positions is None and cache_update_index is None
+        defaulted = query_positions is None and key_positions is None
+        same = defaulted and cache_update_index is None
         query_positions = self._checked_positions("query_positions", query_positions, queries, start)
         if query_where.get("positions") is not None:
             query_where["positions"] = _for_rope(query_positions)
@@ -198,8 +200,10 @@ class PositionedAttentionMixin:
             use_causal_mask, segment_ids,
         )  # fmt: skip
         keys, values = self._expand_kv(keys), self._expand_kv(values)
-        output, scores = self._attend(queries, keys, values, mask, query_positions, key_positions,
-                                      return_attention_scores, training)  # fmt: skip
+        bias = None
+        if self.position_bias is not None:
+            bias = ops.cast(self._bias(query_positions, key_positions, start, defaulted), queries.dtype)
+        output, scores = self._attend(queries, keys, values, mask, bias, return_attention_scores, training)
         output = self._output_dense(output if gate is None else ops.multiply(output, gate))
         if cache is not None:
             return (output, scores, cache) if return_attention_scores else (output, cache)
@@ -286,11 +290,21 @@ class PositionedAttentionMixin:
             combined = ops.logical_and(combined, mask)
         return combined
 
-    def _attend(self, queries, keys, values, mask, query_positions, key_positions, return_scores, training):
+    def _bias(self, query_positions, key_positions, start, defaulted):
+        """The score bias of the positions. In a graph, the layers of a decoding step that share a
+        bias layer and default their positions from one `cache_update_index` share its bias, as
+        they share the rotation's rows (`_positions.PerGraph`)."""
+        shape = (query_positions.shape[1], key_positions.shape[1])
+        if defaulted and _positions.in_graph(start) and None not in shape:
+            return _SHARED_BIASES.get(
+                start,
+                (self.position_bias, shape),
+                lambda: self.position_bias.bias(query_positions, key_positions),
+            )
+        return self.position_bias.bias(query_positions, key_positions)
+
+    def _attend(self, queries, keys, values, mask, bias, return_scores, training):
         scale = self.scaling if self.scaling is not None else self._scale_default
-        bias = None
-        if self.position_bias is not None:
-            bias = ops.cast(self.position_bias.bias(query_positions, key_positions), queries.dtype)
         explicit = return_scores or self.logit_soft_cap is not None or self._dropout_rate() > 0.0
         if not explicit:
             mask = None if mask is None else ops.expand_dims(mask, 1)
