@@ -50,6 +50,13 @@ _SHARED_BIASES = _positions.PerGraph()
 _MASKED = {"float16": -3e4, "bfloat16": -1e9, "float32": -1e9, "float64": -1e9}
 
 
+def _newer_keras_arguments(sliding_window, use_gate):
+    """Keras's newer arguments, passed only where given, so that older Keras versions build the
+    layers."""
+    given = {"sliding_window": (sliding_window, None), "use_gate": (use_gate, False)}
+    return {name: value for name, (value, default) in given.items() if value is not default}
+
+
 def _rope_where(positions, start):
     """What a rotation is given for these positions: a start where they are defaulted."""
     return {"start_index": start} if positions is None else {"positions": positions}
@@ -107,6 +114,20 @@ class PositionedAttentionMixin:
             "query_norm": None if self.query_norm is None else serialize(self.query_norm),
             "key_norm": None if self.key_norm is None else serialize(self.key_norm),
         }
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        super().build(query_shape, value_shape, key_shape)
+        self._build_positions()
+
+    def compute_output_spec(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
+                            attention_mask=None, return_attention_scores=False, training=None,
+                            use_causal_mask=False, query_positions=None, key_positions=None, cache=None,
+                            cache_update_index=None, segment_ids=None):  # fmt: skip
+        spec = super().compute_output_spec(query, value, key)
+        return self._call_spec(spec, query, value, key, return_attention_scores, cache)
+
+    def get_config(self):
+        return {**super().get_config(), **self._position_config()}
 
     def _positions_in_use(self):
         return any(getattr(self, name) is not None for name in _POSITION_ARGUMENTS)
@@ -462,10 +483,7 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
             "activity_regularizer": activity_regularizer, "kernel_constraint": kernel_constraint,
             "bias_constraint": bias_constraint, "seed": seed,
         }  # fmt: skip
-        # Keras's newer arguments, passed only where given, so that older Keras versions build it.
-        for name, value, default in (("sliding_window", sliding_window, None), ("use_gate", use_gate, False)):
-            if value != default:
-                keras_arguments[name] = value
+        keras_arguments.update(_newer_keras_arguments(sliding_window, use_gate))
         super().__init__(num_heads, key_dim, **keras_arguments, **kwargs)
         self._init_positions(
             rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap, query_norm, key_norm
@@ -515,20 +533,6 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
                 f"Received: key_dim={self._key_dim}, value_dim={self._value_dim}"
             )
         return super()._with_cache(cache, cache_update_index, keys, values, rotate)
-
-    def build(self, query_shape, value_shape, key_shape=None):
-        super().build(query_shape, value_shape, key_shape)
-        self._build_positions()
-
-    def compute_output_spec(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
-                            attention_mask=None, return_attention_scores=False, training=None,
-                            use_causal_mask=False, query_positions=None, key_positions=None, cache=None,
-                            cache_update_index=None, segment_ids=None):  # fmt: skip
-        spec = super().compute_output_spec(query, value, key)
-        return self._call_spec(spec, query, value, key, return_attention_scores, cache)
-
-    def get_config(self):
-        return {**super().get_config(), **self._position_config()}
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
@@ -599,9 +603,7 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
             "activity_regularizer": activity_regularizer, "kernel_constraint": kernel_constraint,
             "bias_constraint": bias_constraint, "seed": seed,
         }  # fmt: skip
-        for name, value, default in (("sliding_window", sliding_window, None), ("use_gate", use_gate, False)):
-            if value != default:
-                keras_arguments[name] = value
+        keras_arguments.update(_newer_keras_arguments(sliding_window, use_gate))
         super().__init__(head_dim, num_query_heads, num_key_value_heads, **keras_arguments, **kwargs)
         self._init_positions(
             rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap, query_norm, key_norm
@@ -637,17 +639,6 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
 
     def _keras_call(self, *arguments):
         return keras.layers.GroupQueryAttention.call(self, *arguments)
-
-    def build(self, query_shape, value_shape, key_shape=None):
-        super().build(query_shape, value_shape, key_shape)
-        self._build_positions()
-
-    def compute_output_spec(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
-                            attention_mask=None, return_attention_scores=False, training=None,
-                            use_causal_mask=False, query_positions=None, key_positions=None, cache=None,
-                            cache_update_index=None, segment_ids=None):  # fmt: skip
-        spec = super().compute_output_spec(query, value, key)
-        return self._call_spec(spec, query, value, key, return_attention_scores, cache)
 
     @classmethod
     def from_hf_config(cls, config, layer_index, **kwargs):
@@ -707,6 +698,3 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
             arguments["query_norm"] = keras.layers.RMSNormalization(epsilon=epsilon, name="query_norm")
             arguments["key_norm"] = keras.layers.RMSNormalization(epsilon=epsilon, name="key_norm")
         return cls(head_dim, heads, read.get("num_key_value_heads") or heads, **{**arguments, **kwargs})
-
-    def get_config(self):
-        return {**super().get_config(), **self._position_config()}
