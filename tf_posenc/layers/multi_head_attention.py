@@ -103,17 +103,16 @@ class PositionedAttentionMixin:
         self.key_norm = _optional_layer("key_norm", key_norm, layer, "a Keras layer")
 
     def _position_config(self):
-        serialize = keras.saving.serialize_keras_object
-        return {
-            "rope": None if self.rope is None else serialize(self.rope),
-            "position_bias": None if self.position_bias is None else serialize(self.position_bias),
-            "scaling": self.scaling,
-            "temperature": None if self.temperature is None else list(self.temperature),
-            "chunk_size": self.chunk_size,
-            "logit_soft_cap": self.logit_soft_cap,
-            "query_norm": None if self.query_norm is None else serialize(self.query_norm),
-            "key_norm": None if self.key_norm is None else serialize(self.key_norm),
-        }
+        """The new arguments as JSON: layers serialized, a temperature as its list."""
+        config = {}
+        for name in _POSITION_ARGUMENTS:
+            value = getattr(self, name)
+            if isinstance(value, keras.layers.Layer):
+                value = keras.saving.serialize_keras_object(value)
+            elif isinstance(value, attention.Temperature):
+                value = list(value)
+            config[name] = value
+        return config
 
     def build(self, query_shape, value_shape, key_shape=None):
         super().build(query_shape, value_shape, key_shape)
