@@ -113,6 +113,15 @@ CASES = {
         np.array([0, 1, 999, 2**30], "int32"),
         {},
     ),
+    # Fractional and negative timesteps (SD3's `sigma * 1000`, EDM's `log(sigma) / 4`). Not a tiny
+    # one: compiled, a fused multiply-add may move the last bit of an output below about 2**-10
+    # (within the bound, as test_conventions checks under XLA).
+    "timestep-floats": (
+        "TimestepEmbedding",
+        {"dim": 32, "flip_sin_to_cos": True, "downscale_freq_shift": 0},
+        np.array([929.81793, 0.5, -1.553652, 999.0, -3.0], "float32"),
+        {},
+    ),
     "alibi": (
         "AlibiBias",
         {},

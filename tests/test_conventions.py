@@ -4,6 +4,7 @@ Each reference below restates its original code's formula in float64 NumPy (the 
 names are given), independently of tf_posenc's own `columns`.
 """
 
+import decimal
 import json
 import math
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from bounds import FLOAT32_UNIT, ROW_BOUND
-from reference import ROUNDED_POLICIES
+from reference import ROUNDED_POLICIES, TWO_PI
 from tensorflow.core.protobuf import saved_model_pb2
 from test_runtimes import float64_attributes, to_tflite
 
@@ -240,9 +241,169 @@ def test_timestep_embedding_matches_get_timestep_embedding(kwargs, dim):
     np.testing.assert_array_equal(as_floats, embedded)
 
 
+def exact_timestep_table(timesteps, dim, flip_sin_to_cos=False, downscale_freq_shift=1):
+    """`timestep_reference` with each angle `t * w` (a float32 times a float64: exact in 60
+    digits) reduced modulo 2*pi before its sine: the formula's value at any timestep."""
+    half = dim // 2
+    rates = np.exp(-math.log(10000) * np.arange(half) / (half - downscale_freq_shift))
+    table = np.zeros((len(timesteps), 2 * half))
+    with decimal.localcontext() as context:
+        context.prec = 60
+        for row, timestep in enumerate(np.asarray(timesteps, np.float64)):
+            for column, rate in enumerate(rates):
+                angle = decimal.Decimal(float(timestep)) * decimal.Decimal(float(rate))
+                reduced = float(angle - TWO_PI * int(angle / TWO_PI))
+                table[row, column], table[row, half + column] = math.sin(reduced), math.cos(reduced)
+    return np.concatenate([table[:, half:], table[:, :half]], axis=1) if flip_sin_to_cos else table
+
+
+# Diffusion models' float timesteps: SD3's and FLUX's `sigma * 1000`, EDM's `log(sigma) / 4`, and
+# what a float32 holds besides (negative, tiny, the largest fractions, whole ones above 2**24).
+FLOAT_TIMESTEPS = np.array(
+    [0.5, 929.81793, 8.9285717, -1.5536520, 1e-30, -2.5e-8, 8388607.5, -8388607.5, 2.0**30, -3.0, 999.75],
+    "float32",
+)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16", "float64"])
+def test_timestep_embedding_takes_every_float_timestep(policy):
+    layer = TimestepEmbedding(64, flip_sin_to_cos=True, downscale_freq_shift=0, dtype=policy)
+    embedded = layer(FLOAT_TIMESTEPS)
+    exact = exact_timestep_table(FLOAT_TIMESTEPS, 64, flip_sin_to_cos=True, downscale_freq_shift=0)
+    got = np.asarray(keras.ops.cast(embedded, "float64"))
+    assert np.abs(got - exact).max() <= ROW_BOUND[policy]
+    # The same bits in a graph and through a functional model with a None batch. XLA fuses
+    # multiply-adds: the last bits of a tiny value (-2.5e-8's sines) may differ, inside the
+    # bound.
+    graph = tf.function(layer)(FLOAT_TIMESTEPS)
+    np.testing.assert_array_equal(np.asarray(keras.ops.cast(graph, "float64")), got)
+    xla = np.asarray(keras.ops.cast(tf.function(layer, jit_compile=True)(FLOAT_TIMESTEPS), "float64"))
+    assert np.abs(xla - exact).max() <= ROW_BOUND[policy]
+    inputs = keras.Input((), dtype="float32")
+    model = keras.Model(inputs, layer(inputs))
+    np.testing.assert_array_equal(np.asarray(keras.ops.cast(model(FLOAT_TIMESTEPS), "float64")), got)
+    # Whole timesteps give the integers' bits; 999.75 is not rounded to bfloat16's 1000 first.
+    integers = np.asarray(keras.ops.cast(layer(np.array([0, 929, 2**30])), "float64"))
+    np.testing.assert_array_equal(
+        keras.ops.cast(layer(np.array([0.0, 929.0, 2.0**30], "float32")), "float64"), integers
+    )
+    assert np.abs(integers[1] - got[1]).max() > 0.1
+    thousand = exact_timestep_table([1000.0], 64, flip_sin_to_cos=True, downscale_freq_shift=0)
+    assert np.abs(got[-1] - thousand[0]).max() > 0.1
+
+
+# Printed by diffusers 0.42.0 (torch 2.13.0 CPU), models/embeddings.py: SD3's and FLUX's
+# `Timesteps(256, flip_sin_to_cos=True, downscale_freq_shift=0)` at FlowMatchEulerDiscreteScheduler
+# (shift=3.0).set_timesteps(28).timesteps[[0, 5, 13, 27]], columns [0, 1, 37, 127, 128, 129, 200, 255];
+# `get_timestep_embedding(c_noise, 64, flip_sin_to_cos=True, downscale_freq_shift=0)` at
+# EDMEulerScheduler().set_timesteps(8)'s `precondition_noise(sigmas[[0, 3, 7]])` (log(sigma) / 4),
+# columns [0, 5, 31, 32, 40, 63].
+DIFFUSERS_TIMESTEPS = {
+    "sd3": (
+        256,
+        [1000.0, 929.8179321289062, 764.6771240234375, 8.928571701049805],
+        [0, 1, 37, 127, 128, 129, 200, 255],
+        [
+            [
+                0.5623790621757507,
+                0.7896266579627991,
+                0.7850497961044312,
+                0.994231641292572,
+                0.8268795609474182,
+                0.6135876178741455,
+                -0.6129376292228699,
+                0.10725405812263489,
+            ],
+            [
+                0.9956326484680176,
+                -0.2437230497598648,
+                -0.4643445909023285,
+                0.9950122237205505,
+                -0.09335719048976898,
+                -0.9698448777198792,
+                -0.8696216940879822,
+                0.0997527614235878,
+            ],
+            [
+                -0.29617658257484436,
+                -0.016421426087617874,
+                -0.9989621639251709,
+                0.9966257214546204,
+                -0.9551331996917725,
+                0.9998651742935181,
+                -0.9162038564682007,
+                0.08208033442497253,
+            ],
+            [
+                -0.879395067691803,
+                -0.43919098377227783,
+                0.8120948672294617,
+                0.9999995231628418,
+                0.47609278559684753,
+                0.8983937501907349,
+                0.05018794909119606,
+                0.0009594709263183177,
+            ],
+        ],
+    ),
+    "edm": (
+        64,
+        [1.0955066680908203, 0.3835209310054779, -1.553652048110962],
+        [0, 5, 31, 32, 40, 63],
+        [
+            [
+                0.4575960338115692,
+                0.9664450883865356,
+                1.0,
+                0.8891602158546448,
+                0.10933166742324829,
+                0.00014608808851335198,
+            ],
+            [
+                0.9273529052734375,
+                0.995867133140564,
+                1.0,
+                0.3741879165172577,
+                0.038342688232660294,
+                5.1143313612556085e-05,
+            ],
+            [
+                0.01714343950152397,
+                0.9328943490982056,
+                1.0,
+                -0.9998530149459839,
+                -0.15474091470241547,
+                -0.00020718273299280554,
+            ],
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("model", DIFFUSERS_TIMESTEPS)
+def test_float_timesteps_are_diffusers_embedding(model):
+    dim, timesteps, columns, printed = DIFFUSERS_TIMESTEPS[model]
+    timesteps = np.array(timesteps, "float32")
+    embedded = TimestepEmbedding(dim, flip_sin_to_cos=True, downscale_freq_shift=0)(timesteps).numpy()
+    restated = timestep_reference(timesteps, dim, flip_sin_to_cos=True, downscale_freq_shift=0)
+    assert np.abs(embedded - restated).max() <= FLOAT32_UNIT
+    # diffusers multiplies in float32: its angles are off by up to a float32 unit of t * w (and
+    # of its float32 frequencies), 2**-24 * 1000 * 2 here.
+    tolerance = 2**-24 * 2 * max(abs(timesteps).max(), 1) + 1e-6
+    assert np.abs(embedded[:, columns] - np.array(printed)).max() <= tolerance
+
+
 def test_timestep_embedding_errors():
-    with pytest.raises(tf.errors.InvalidArgumentError, match="whole numbers"):
-        TimestepEmbedding(8)(np.array([0.5], "float32"))
+    errors = (
+        (np.nan, "must not hold NaN"),
+        (np.inf, "must be finite"),
+        (-(2.0**31), "must be finite, of magnitude below 2147483647"),
+    )
+    for bad, message in errors:
+        with pytest.raises(tf.errors.InvalidArgumentError, match=f"`inputs` {message}"):
+            TimestepEmbedding(8)(np.array([0.5, bad], "float32"))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="float64 must hold float32 numbers"):
+        TimestepEmbedding(8)(np.array([0.1], "float64"))
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"`inputs` must be non-negative"):
         TimestepEmbedding(8)(np.array([-1]))
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"`inputs` must be below 2147483647"):

@@ -185,6 +185,59 @@ def checked_values(name, values, limit=LARGEST, allow_floats=True):
     return _in_range(name, values, limit)
 
 
+def _is_float(values):
+    return "float" in keras.backend.standardize_dtype(values.dtype)
+
+
+def _timestep_conditions(name, limit):
+    """The checks of timesteps given as floats: a number, finite, of magnitude below `limit`."""
+    return [
+        (lambda values: values == values, f"`{name}` must not hold NaN."),
+        (
+            lambda values: abs(values) < limit.value,
+            f"`{name}` must be finite, of magnitude below {limit.value}.",
+        ),
+    ]
+
+
+def _float32_numbers(name):
+    """The check of float64 timesteps: each a float32 number, so that none is rounded."""
+    return [
+        (
+            lambda values: (
+                tf.cast(tf.cast(values, tf.float32), tf.float64) == values
+                if tf.is_tensor(values)
+                else values.astype(np.float32).astype(np.float64) == values
+            ),
+            f"`{name}` given as float64 must hold float32 numbers: a timestep is never rounded.",
+        )
+    ]
+
+
+def _fractions_in_range(name, values, limit):
+    """Float `values` as float32 after the checks of `_timestep_conditions` (and, for float64,
+    `_float32_numbers`): every float32 value is a timestep of its own, never rounded."""
+    wide = keras.backend.standardize_dtype(values.dtype) == "float64"
+    conditions = (_float32_numbers(name) if wide else []) + _timestep_conditions(name, limit)
+    if values_at_hand():
+        _raise_unless(ops.convert_to_numpy(values).astype(np.float64), conditions, ValueError)
+    elif _graph_checks():
+        values = _checked(values, conditions)
+    return ops.cast(values, "float32")
+
+
+def checked_timesteps(name, values):
+    """Timesteps as the rows take them: integers as `checked_values` makes them (int32, from 0
+    to 2**31 - 2); floats as float32, any finite value of magnitude below 2**31 - 1, negative
+    or fractional (diffusion models' `sigma * 1000`), never rounded."""
+    values = _numbers(name, values)
+    if not _is_float(values):
+        return checked_values(name, values)
+    if isinstance(values, keras.KerasTensor):
+        return CheckedValues(name, LARGEST.value, LARGEST.name, fractions=True)(values)
+    return _fractions_in_range(name, values, LARGEST)
+
+
 def batched_positions(name, positions):
     """`positions` `(seq_len,)` or `(batch, seq_len)` as int32 `(batch or 1, seq_len)`, checked."""
     positions = checked_values(name, positions)
@@ -200,18 +253,22 @@ def batched_positions(name, positions):
 class CheckedValues(keras.Operation):
     """`checked_values` as an operation of a functional model (saved with it)."""
 
-    def __init__(self, what, limit, limit_name=None, name=None):
+    def __init__(self, what, limit, limit_name=None, name=None, fractions=False):
         super().__init__(name=name)
         self.what, self.limit, self.limit_name = what, limit, limit_name
+        self.fractions = fractions
 
     def call(self, values):
+        if self.fractions and _is_float(values):
+            return _fractions_in_range(self.what, values, Limit(self.limit, self.limit_name))
         return _in_range(self.what, values, Limit(self.limit, self.limit_name))
 
     def compute_output_spec(self, values):
-        return keras.KerasTensor(values.shape, "int32")
+        return keras.KerasTensor(values.shape, "float32" if self.fractions and _is_float(values) else "int32")
 
     def get_config(self):
-        return {"what": self.what, "limit": self.limit, "limit_name": self.limit_name, "name": self.name}
+        config = {"what": self.what, "limit": self.limit, "limit_name": self.limit_name, "name": self.name}
+        return {**config, "fractions": True} if self.fractions else config
 
 
 class PerGraph:

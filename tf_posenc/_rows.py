@@ -360,12 +360,17 @@ def _sines_and_cosines(positions, products, both_offsets):
     """Pieces of sin and cos of each column's phase at `positions` (int32, any shape) plus
     `both_offsets` (as `Constants.both_offsets`), side by side along the last axis:
     `[sines | cosines]`, so that each operation serves both."""
-    hi, mid = _phase(positions, products)
+    constant = isinstance(positions, np.ndarray) and isinstance(products, np.ndarray)
+    return _pieces_of_phases(*_phase(positions, products), both_offsets, constant)
+
+
+def _pieces_of_phases(hi, mid, both_offsets, constant=False):
+    """`_sines_and_cosines` of phases given by their digits."""
     return _Pieces(
         *_sine(
             (ops.concatenate([hi, hi], axis=-1) + both_offsets) % _DIGIT,
             ops.concatenate([mid, mid], axis=-1),
-            constant=isinstance(positions, np.ndarray) and isinstance(products, np.ndarray),
+            constant=constant,
         )
     )
 
@@ -527,6 +532,83 @@ def _materialized(table):
     of the rotation itself at (8, 2048, 8, 64)); it leaves a gather unfused."""
     flat = ops.reshape(table, (-1,))
     return ops.reshape(ops.take(flat, ops.arange(ops.shape(flat)[0]), axis=0), ops.shape(table))
+
+
+# Timesteps that are not whole numbers (diffusion models' `sigma * 1000`, EDM's `log(sigma) / 4`):
+# a float32 of magnitude below 2**31 is `k * 2**-48` (its bits below 2**-48, if any, are dropped:
+# an angle error below 2**-48 times the frequency), with `k` below 2**79, seven 12-bit limbs. The
+# phase `k * F / 2**48` then needs each frequency to 2**-120 turns: ten limbs. The digits and the
+# sine are the integer route's (`_sine`), so the error budget above holds, at any such value.
+_FRACTION_BITS = 48
+_FRACTION_POSITION_LIMBS = 7
+_FRACTION_FREQUENCY_LIMBS = 10
+# The limb columns worth less than a whole turn: column c is worth 2**(12c - 168) turns.
+_FRACTION_COLUMNS = (_FRACTION_BITS + _LIMB_BITS * _FRACTION_FREQUENCY_LIMBS) // _LIMB_BITS - 1
+assert _FRACTION_POSITION_LIMBS * _LIMB_BITS >= 31 + _FRACTION_BITS, "every |t| below 2**31 fits"
+assert _FRACTION_POSITION_LIMBS * (_LIMB - 1) ** 2 * 2 < 2**31, "a column sum and its carry fit in int32"
+
+
+@functools.lru_cache(maxsize=16)
+def fraction_products(frequencies):
+    """For float64 `frequencies` (a tuple), the frequency limbs that each of the seven limbs
+    of `k` multiplies into each phase column: `(7, 14, d)` int32, `[i, c]` holding limb `c - i`
+    of `F * 2**120` (least significant first), zero where there is none."""
+    bits = _LIMB_BITS * _FRACTION_FREQUENCY_LIMBS
+    limbs = np.zeros((_FRACTION_FREQUENCY_LIMBS, len(frequencies)), np.int64)
+    for column, frequency in enumerate(frequencies):
+        turns = Fraction(float(frequency)) / _TWO_PI
+        fixed = round((turns - math.floor(turns)) * 2**bits) % 2**bits
+        for limb in range(_FRACTION_FREQUENCY_LIMBS):
+            limbs[limb, column] = (fixed >> (_LIMB_BITS * limb)) % _LIMB
+    products = np.zeros((_FRACTION_POSITION_LIMBS, _FRACTION_COLUMNS + 1, len(frequencies)), np.int32)
+    for i in range(_FRACTION_POSITION_LIMBS):
+        for column in range(i, min(i + _FRACTION_FREQUENCY_LIMBS, _FRACTION_COLUMNS + 1)):
+            products[i, column] = limbs[column - i]
+    products.flags.writeable = False
+    return products
+
+
+def _fraction_phase(timesteps, products):
+    """The top two 24-bit digits (hi, mid) of the phase `|t| * F mod 1` of float32 `timesteps`
+    (magnitude below 2**31), shape `timesteps.shape + (d,)`."""
+    magnitude = ops.abs(timesteps)
+    limbs = []
+    for i in range(_FRACTION_POSITION_LIMBS):
+        # floor(|t| * 2**(48 - 12 i)) mod 2**12, all exact in float32: a power-of-two scaling,
+        # a floor, and a difference of integers that is itself a float32.
+        whole = ops.floor(magnitude * np.float32(2.0 ** (_FRACTION_BITS - _LIMB_BITS * i)))
+        limbs.append(ops.cast(whole - ops.floor(whole * np.float32(1 / _LIMB)) * _LIMB, "int32"))
+    position_limbs = _trailing_axes(ops.stack(limbs, axis=-1), 2)
+    columns = ops.unstack(ops.sum(position_limbs * products, axis=-3), axis=-2)
+    total = columns[0]
+    totals = [total]
+    for column in columns[1:]:
+        total = column + total // _LIMB
+        totals.append(total)
+    top = [value % _LIMB for value in totals[-4:]]  # worth 2**-48 .. 2**-1 turns, by 12 bits
+    return top[3] * _LIMB + top[2], top[1] * _LIMB + top[0]
+
+
+def timestep_rows(timesteps, constants, products, dtype="float32"):
+    """The rows of checked timesteps (`_positions.checked_timesteps`): int32 ones by `rows`;
+    float32 ones by `rows` where they are whole and not negative (the same bits as the
+    integers), by their fractional phase elsewhere, each rounded once to `dtype`.
+    `products` is `fraction_products` of the columns' frequencies."""
+    if keras.backend.standardize_dtype(timesteps.dtype) == "int32":
+        return rows(_positions.Positions(values=timesteps), None, constants, dtype)
+    whole = ops.logical_and(ops.floor(timesteps) == timesteps, timesteps >= 0)
+    integers = _rows_at(ops.cast(ops.where(whole, timesteps, 0.0), "int32"), constants, dtype)
+    # The fractional phase as a block at step 0, so that `_combine` rounds it once (a bare
+    # `rounded + low` is an addition tree that Grappler may reorder, losing the low part).
+    block = _pieces_of_phases(*_fraction_phase(timesteps, products), constants.both_offsets)
+    step_zero = ops.unstack(_step_pieces(constants)[:, :1])
+    magnitudes = _combine(block, step_zero, dtype)
+    # A negative timestep: sin(-a) = -sin(a) and cos(-a) = cos(a), by an exact sign, so that
+    # its row is as exact as its magnitude's (a phase of 1 - a would cancel the table's digits).
+    sines = constants.offsets == 0
+    assert np.all(sines | (constants.offsets == _QUARTER_TURN)), "sine and cosine columns only"
+    signs = ops.where(_trailing_axes(timesteps < 0, 1), np.where(sines, -1.0, 1.0).astype(dtype), 1.0)
+    return ops.where(_trailing_axes(whole, 1), integers, magnitudes * ops.cast(signs, dtype))
 
 
 def rows_of_angles(angles, dtype="float32"):

@@ -24,18 +24,20 @@ class TimestepEmbeddingMixin:
         self.flip_sin_to_cos = _validation.boolean("flip_sin_to_cos", flip_sin_to_cos)
         self.scale = _validation.number_at_least("scale", scale, 0, strict=True)
         self.supports_masking = False
-        self._constants = _rows.column_constants(
-            *_columns.timestep_columns(
-                self.dim, self.max_period, self.downscale_freq_shift, self.flip_sin_to_cos, self.scale
-            )
+        frequencies, cosine = _columns.timestep_columns(
+            self.dim, self.max_period, self.downscale_freq_shift, self.flip_sin_to_cos, self.scale
         )
+        self._constants = _rows.column_constants(frequencies, cosine)
+        self._fraction_products = _rows.fraction_products(tuple(frequencies.tolist()))
 
     def call(self, inputs):
-        timesteps = _positions.checked_values("inputs", self._checked_inputs(inputs))
+        timesteps = _positions.checked_timesteps("inputs", self._checked_inputs(inputs))
         return self._run(timesteps, _positions.Positions(values=timesteps), kept_axes=())
 
     def _rows_for(self, timesteps, positions):
-        return _rows.rows(positions, None, self._constants, self.compute_dtype)
+        return _rows.timestep_rows(
+            positions.values, self._constants, self._fraction_products, self.compute_dtype
+        )
 
     def _combine(self, timesteps, rows):
         return rows
@@ -62,7 +64,10 @@ class TimestepEmbedding(TimestepEmbeddingMixin, SinusoidLayer):
     `downscale_freq_shift=1`, Stable Diffusion's UNet uses `flip_sin_to_cos=True,
     downscale_freq_shift=0`). The rows come from the exact route of `PositionalEncoding`:
     integer timesteps, and float timesteps holding whole numbers, give the formula's values
-    rounded once to the compute dtype. Fractional timesteps are refused.
+    rounded once to the compute dtype. Float timesteps may be fractional or negative, as
+    diffusers' function takes them (SD3 and FLUX pass `sigma * 1000`, EDM-style models
+    `log(sigma) / 4`): each float32 value is its own timestep, never rounded, and its row is
+    exact to the same bound; whole ones give the bits of the integers.
 
     Args:
         dim: Integer. Width of the embedding; an odd width ends on a zero column.
@@ -73,8 +78,9 @@ class TimestepEmbedding(TimestepEmbeddingMixin, SinusoidLayer):
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
-        inputs: Timesteps, shape `(batch,)`: integers, or floats holding whole numbers,
-            from 0 to 2**31 - 2.
+        inputs: Timesteps, shape `(batch,)`: integers from 0 to 2**31 - 2, or finite floats
+            (float16, bfloat16, float32, or float64 holding float32 numbers) of magnitude
+            below 2**31 - 1. NaN and infinity are errors.
 
     Example:
 
