@@ -17,6 +17,7 @@ import tf_posenc
 from tf_posenc import (
     RotaryEmbedding,
     _hf_config,
+    _hf_defaults,
     attention_mask,
     attention_temperature,
     hf_attention_layers,
@@ -1052,7 +1053,7 @@ def test_from_hf_config_takes_any_listed_layer_type_and_a_checkpoint_folder(tmp_
             r"`no_rope_layers` must have one entry per layer",
         ),
         (
-            {**PLAN_CONFIGS["gemma2"], "layer_types": ["full_attention"] * 3 + ["linear_attention"]},
+            {**PLAN_CONFIGS["gemma2"], "layer_types": ["full_attention"] * 3 + ["lattice_attention"]},
             r"`layer_types` must hold",
         ),
         ({}, r"must give `num_hidden_layers`"),  # no model type: nothing fills it in
@@ -1060,7 +1061,10 @@ def test_from_hf_config_takes_any_listed_layer_type_and_a_checkpoint_folder(tmp_
             {"num_hidden_layers": 1, "head_dim": None, "hidden_size": None},
             r"must give the attention head size",
         ),
-        ({"model_type": "mamba", "num_hidden_layers": 2}, r"`model_type` must be one whose position rules"),
+        (
+            {"model_type": "mamba", "num_hidden_layers": 2},
+            r"`model_type` must be a model type of transformers 5.25",
+        ),
         (
             {**PLAN_CONFIGS["gemma3n"], "num_kv_shared_layers": 9},
             r"last `num_kv_shared_layers` layers must each reuse an earlier layer of their type",
@@ -1221,15 +1225,28 @@ def test_gemma3n_rotates_each_layer_type_with_its_config_classs_theta():
                 assert entry.kv_shared_layer_index < index and source.rope is entry.rope
 
 
-def test_the_readme_lists_the_model_types_read():
+def test_the_readme_lists_the_model_types_read_and_refused():
     text = (pathlib.Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    paragraph = text[text.index("The model types read:") : text.index("`hunyuan_v1_dense`.") + 19]
-    listed = set(re.findall(r"`([a-z0-9_]+)`", paragraph)) - {"_text"}
-    expected = {name for name in _hf_config.MODEL_TYPES if not name.endswith("_text")} | {"llama4_text"}
-    assert listed == expected
-    # "and their `_text` language models": each of those is read too.
-    for name in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "gemma3", "gemma3n", "gemma4"):
-        assert f"{name}_text" in _hf_config.MODEL_TYPES
+
+    def block(name):
+        return text[text.index(f"<!-- {name} -->") : text.index(f"<!-- /{name} -->")]
+
+    def names(name):
+        return set(re.findall(r"`([a-z0-9_.-]+)`", block(name)))
+
+    def reasons(name):
+        return dict(re.findall(r"^- `([a-z0-9_.-]+)`: (.*)\.$", block(name), flags=re.M))
+
+    read = {name for name in _hf_defaults.DEFAULTS if name not in _hf_config.MECHANISMS}
+    assert names("model-types-read") == read
+    multimodal = {
+        parent
+        for parent, language in _hf_defaults.TEXT_MODEL_TYPES.items()
+        if language not in _hf_config.MECHANISMS and parent not in read
+    }
+    assert names("model-types-multimodal") == multimodal
+    assert reasons("model-types-refused") == _hf_config.MECHANISMS
+    assert reasons("model-types-plan-refused") == _hf_config.PLAN_MECHANISMS
 
 
 # ---------------------------------------------------------------------------------------------

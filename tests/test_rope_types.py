@@ -489,11 +489,13 @@ def config_with(name, **changes):
          r"rotary head size"),
         (config_with("llama-2-7b-dynamic", max_position_embeddings=None, model_type=None), None,
          r"`max_position_embeddings`"),
-        (config_with("qwen3-8b", model_type="mamba"), None, r"`model_type` must be one whose position rules"),
-        ({"text_config": {**CONFIGS["qwen3-8b"], "model_type": "falcon_h1"}, "model_type": "llava"}, None,
-         r"Received: model_type='falcon_h1'"),
+        (config_with("qwen3-8b", model_type="mamba"), None, r"`model_type` must be a model type of"),
+        ({"text_config": {**CONFIGS["qwen3-8b"], "model_type": "mamba2"}, "model_type": "llava"}, None,
+         r"Received: model_type='mamba2'"),
         (config_with("qwen3-8b", rope_scaling={"rope_type": "linear"}), None, r"must give `factor`"),
-        (config_with("gpt-neox-20b", rotary_pct=0.27), None, r"even, positive number of rotating features"),
+        # Phi slices `int(head_dim * partial_rotary_factor)` features, which an odd width breaks.
+        ({**config_with("gpt-neox-20b", rotary_pct=0.27), "model_type": "phi"}, None,
+         r"even, positive number of rotating features"),
     ],
     ids=[
         "llama3-key-missing", "longrope-list-missing", "longrope-list-length", "layer-type-needed",

@@ -47,6 +47,34 @@ def _language_model(config):
 
 MODEL_TYPES = tuple(sorted({*_hf_defaults.DEFAULTS, *_hf_defaults.TEXT_MODEL_TYPES}))
 
+# The model types whose positions need a mechanism tf_posenc does not have: the mechanism, by
+# model type (transformers 5.25's modeling code). `read` refuses them, naming it.
+MECHANISMS = {
+    "deepseek_v4": (
+        "DeepSeek-V4's compressed attention: separate `main` and `compress` rope bases, compressed "
+        "entries rotated at their windows' starts, and the inverse rotation of the attention output"
+    ),
+    "inkling2_text": (
+        "Inkling's learned, hidden-state-conditioned relative position bias and log-scaled queries "
+        "(its queries and keys do not rotate)"
+    ),
+    "nanochat": "a rotation by minus the angle (nanochat's `rotate_half` with its sign flipped)",
+    "mistral_large4_text": "Mistral Large 4's learned per-frequency scales (`exp(alpha)` on its frequencies)",
+    "hunyuan_vl_text": (
+        "HunYuan-VL's XD-RoPE: sections cut from the doubled frequencies, so a pair's two halves may "
+        "turn by different axes"
+    ),
+    "ernie4_5_vl_moe_text": "ERNIE 4.5-VL's M-RoPE (height and width alternating over the first 44 pairs)",
+    "t5gemma2_decoder": (
+        "T5Gemma 2's merged attention: rotated self-attention keys and unrotated encoder keys in one softmax"
+    ),
+    "blt": "BLT's global transformer, whose positions are patch indices",
+    "pi05": "π0.5's action expert, whose decoder config is nested in its `dit_config`",
+    "dots3_note_text": (
+        "dots.llm3's latent-attention heads of another size on each layer type (`per_layer_config`)"
+    ),
+}
+
 
 def _language_model_type(config, language):
     """The model type whose rules apply: the language model's (`text_config`'s where the config
@@ -58,10 +86,17 @@ def _language_model_type(config, language):
         return None
     if model_type not in MODEL_TYPES:
         raise ValueError(
-            f"`model_type` must be one whose position rules tf_posenc reads, one of {list(MODEL_TYPES)}. "
-            f"Received: model_type={model_type!r}"
+            "`model_type` must be a model type of transformers 5.25 whose language model rotates "
+            "queries and keys (the README lists them). Received: "
+            f"model_type={model_type!r}, which tf_posenc has no rules for"
         )
-    return _hf_defaults.TEXT_MODEL_TYPES.get(model_type, model_type)
+    language_type = _hf_defaults.TEXT_MODEL_TYPES.get(model_type, model_type)
+    if language_type in MECHANISMS:
+        raise ValueError(
+            f"The positions of model_type={model_type!r} need a mechanism tf_posenc does not have: "
+            f"{MECHANISMS[language_type]}."
+        )
+    return language_type
 
 
 def _with_defaults(config, model_type):
@@ -75,19 +110,19 @@ def _with_defaults(config, model_type):
             filled.setdefault(key, value)
     given = _rope_parameters(config)
     default_rope = defaults["rope_parameters"]
-    if "full_attention" in default_rope:  # Gemma 3, 3n, 4: a rope per layer type
+    if _is_nested(default_rope):  # Gemma 3, 3n, 4 and others: a rope per layer type
         if not given and not any(key in config for key in ("rope_theta", "rope_local_base_freq")):
             filled["rope_parameters"] = copy.deepcopy(default_rope)
-        elif not _nested_layer_types(config, given):  # the 4.x keys
+        elif not _nested_layer_types(config, given) and "rope_local_base_freq" in defaults:  # Gemma 4.x
             filled.setdefault("rope_local_base_freq", defaults["rope_local_base_freq"])
             if given.get("rope_theta") is None:
                 filled.setdefault("rope_theta", defaults["rope_theta"])
         return filled
-    rope = given or dict(default_rope)
+    rope = given or dict(default_rope or {})
     if not given:
         filled["rope_parameters"] = rope
-    if rope.get("rope_theta") is None and "rotary_emb_base" not in config:  # GPT-NeoX's old key
-        filled.setdefault("rope_theta", defaults["rope_theta"])
+    if rope.get("rope_theta") is None and "rotary_emb_base" not in config and "rope_theta" in defaults:
+        filled.setdefault("rope_theta", defaults["rope_theta"])  # (GPT-NeoX's old key aside)
     partials = ("partial_rotary_factor", "rotary_pct")
     if "partial_rotary_factor" in defaults and not any(
         config.get(key) is not None or given.get(key) is not None for key in partials
@@ -106,7 +141,28 @@ def read(config):
     model_type = _language_model_type(whole, language)
     if model_type is None:
         return language
-    return _with_defaults({**language, "model_type": language.get("model_type", model_type)}, model_type)
+    language = {**language, "model_type": language.get("model_type", model_type)}
+    for ours, theirs in _hf_defaults.ATTRIBUTE_MAPS.get(model_type, {}).items():
+        if language.get(ours) is None and language.get(theirs) is not None:
+            language[ours] = language[theirs]  # GPT-J's `n_embd`, Zamba2's `attention_head_dim`, ...
+    return _with_defaults(language, model_type)
+
+
+def no_rotation(config):
+    """Why the model of `config` (a dict from `read`) rotates no query or key, or None where it
+    does: a setting of its config that turns positions off (transformers 5.25's code)."""
+    model_type = config.get("model_type")
+    if model_type == "granitemoehybrid" and config.get("position_embedding_type") != "rope":
+        return "its `position_embedding_type` is not 'rope'"
+    if model_type == "zamba2" and not config.get("use_mem_rope"):
+        return "its `use_mem_rope` is off"
+    if model_type == "falcon" and config.get("alibi"):
+        return "its `alibi` is on: an ALiBi bias on the scores instead (`tf_posenc.AlibiBias`)"
+    if model_type == "glm5_next_text" or (
+        model_type == "olmo_hybrid" and not (_rope_parameters(config) or config.get("rope_theta"))
+    ):
+        return "it has no rope parameters"
+    return None
 
 
 def read_vision(config, model_type):
@@ -139,6 +195,11 @@ def _rope_parameters(config):
             f"Received: rope_parameters={new!r}, rope_scaling={old!r}"
         )
     return dict(new or old or {})
+
+
+def _is_nested(parameters):
+    """Whether rope parameters are given per layer type (a dict of dicts, or of None)."""
+    return bool(parameters) and all(isinstance(value, dict) or value is None for value in parameters.values())
 
 
 def _nested_layer_types(config, parameters):
@@ -205,6 +266,11 @@ def _attention_head_dim(config, what):
 def rotary_arguments(config, layer_type=None):
     """`RotaryEmbedding` constructor arguments for the rotary embedding `config` describes."""
     config = read(config)
+    reason = no_rotation(config)
+    if reason is not None:
+        raise ValueError(
+            f"The config's model (model_type={config.get('model_type')!r}) rotates no query or key: {reason}."
+        )
     parameters = _layer_parameters(config, layer_type)
     given_type = _one(
         "rope_type", {"rope_type": parameters.get("rope_type"), "type": parameters.get("type")}, "default"
@@ -233,9 +299,18 @@ def rotary_arguments(config, layer_type=None):
             "rope_parameters['partial_rotary_factor']": parameters.get("partial_rotary_factor"),
             "partial_rotary_factor": config.get("partial_rotary_factor"),
             "rotary_pct": config.get("rotary_pct"),
+            # GPT-J's and CodeGen's rotated width, read where their code reads it.
+            "rotary_dim": config["rotary_dim"] / head_dim
+            if config.get("model_type") in _ROTARY_DIM and config.get("rotary_dim")
+            else None,
         },
         1.0,
     )
+    if config.get("qk_rope_head_dim") and partial != 1.0:
+        # Mistral 4's factor is of the whole latent head: it leaves the `qk_rope_head_dim` that rotate.
+        whole = config.get("head_dim") or config["qk_rope_head_dim"] + (config.get("qk_nope_head_dim") or 0)
+        if int(whole * partial) == config["qk_rope_head_dim"]:
+            partial = 1.0
     max_positions = config.get("max_position_embeddings")
     # Phi-3 keeps its pretraining length at the top level, and transformers prefers that one.
     original = config.get("original_max_position_embeddings") or parameters.get(
@@ -272,31 +347,122 @@ def rotary_arguments(config, layer_type=None):
         value = original if name == "original_max_position_embeddings" else parameters.get(name)
         # A key given as null means the default, as transformers reads it.
         arguments[name] = _rope_types.ARGUMENTS[name].default if value is None else value
+    rotating = _rope_types.rotated_width(rope_type, head_dim, arguments["partial_rotary_factor"])
+    if (
+        rotating % 2
+        and config.get("model_type") in _COSINES_WIDTH
+        and arguments.get("denominator_dim") is None
+    ):
+        # These models rotate their cosines' width: `rotating + 1` features of an odd partial
+        # width, at the exponents `2j / rotating` (GLM-4.5's defaults: 21 of a 42-wide head).
+        factor = (rotating + 1) / head_dim
+        while int(head_dim * factor) < rotating + 1:
+            factor = math.nextafter(factor, 2.0)
+        arguments.update(partial_rotary_factor=factor, denominator_dim=rotating)
     _rope_types.checked_head(arguments, head_dim, f"in the config, for its rotary head size {head_dim}")
     return arguments
 
 
 def _interleaves(config):
     """Whether the model's code rotates interleaved pairs: transformers' default
-    `rope_interleave` for DeepSeek-V3's configs, which omit it, and the models whose rotation
-    pairs `2j` with `2j + 1` in their code (Cohere's `repeat_interleave`, Llama 4's and
-    DeepSeek-V2's complex products)."""
-    return config.get("model_type") in (
-        "glm4",  # GLM-4-0414's `repeat_interleave`; GLM-4.5 (glm4_moe) rotates halves
-        "deepseek_v2",
-        "deepseek_v3",
-        "deepseek_v32",
+    `rope_interleave` for the configs of DeepSeek-V3's attention, which omit it, and the models
+    whose rotation pairs `2j` with `2j + 1` in their code."""
+    return config.get("model_type") in _INTERLEAVED
+
+
+# The models whose code pairs feature 2j with 2j + 1 (transformers 5.25): Cohere's and GLM's
+# `repeat_interleave`, Llama 4's and DeepSeek-V2's complex products, GPT-J's `rotate_every_two`,
+# `apply_rotary_pos_emb_interleave`, and the DeepSeek-V3 attention's `rope_interleave` default.
+# GLM-4.5 (glm4_moe) rotates halves.
+_INTERLEAVED = frozenset(
+    {
+        "axk1",
+        "axk2",
+        "bailing_hybrid",
+        "codegen",
         "cohere",
         "cohere2",
         "cohere2_moe",
+        "deepseek_v2",
+        "deepseek_v3",
+        "deepseek_v32",
+        "dots3_note_text",
+        "ergo",
+        "ernie4_5",
+        "ernie4_5_moe",
+        "glm",
+        "glm4",
+        "glm4_moe_lite",
+        "glm4v_text",
+        "glm_ocr_text",
+        "glm_moe_dsa",
+        "gptj",
+        "helium",
+        "hy_v4",
+        "hy_v4_vl_text",
         "llama4",
         "llama4_text",
-    )
+        "longcat_flash",
+        "mistral4",
+        "youtu",
+    }
+)
+# The models whose code rotates as many features as its cosines have (`rotary_dim =
+# cos.shape[-1]`), which is one more than an odd `int(head_dim * partial_rotary_factor)`.
+_COSINES_WIDTH = (
+    "bamba",
+    "glm",
+    "glm4",
+    "glm4_moe",
+    "glm4v_text",
+    "glm4v_moe_text",
+    "glm_ocr_text",
+    "gpt_neox",
+    "laguna",
+    "mimo_v2_flash",
+    "minimax_m2",
+    "minimax_m3_vl_text",
+    "phi3",
+    "phi4_multimodal",
+    "qwen3_5_text",
+    "qwen3_5_moe_text",
+    "qwen3_next",
+    "qwen4_exp_text",
+    "recurrent_gemma",
+    "zaya",
+)
+# The models whose rotated width is `rotary_dim` features (the first), not a factor.
+_ROTARY_DIM = ("gptj", "codegen")
 
 
 # Each model type's rules (transformers 5.24's config classes and attention modules); the keys a
 # config.json omits are filled in first (`_hf_defaults`).
-_ATTENTION_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+_ATTENTION_TYPES = (
+    "full_attention",
+    "sliding_attention",
+    "chunked_attention",
+    "indexed_attention",  # with a sparse indexer (DeepSeek-V3.2): positions as in full attention
+    "hybrid",  # Falcon-H1's and Zamba2's attention blocks, Zaya's full layers
+    "hybrid_sliding",  # Zaya's sliding layers
+)
+_SLIDING_TYPES = ("sliding_attention", "hybrid_sliding")
+# Layers that no position reaches: linear attention, state-space and recurrent blocks, convolutions.
+_NO_POSITIONS = ("linear_attention", "mamba", "recurrent", "conv", "mlp")
+# Models whose full-attention layers do not rotate: only their sliding layers do (or, for the
+# second group, only once the config sets `sliding_window`).
+_SLIDING_LAYERS_ROTATE = ("cohere2", "cohere2_moe", "afmoe", "ergo", "flint", "lara_mini")
+_SLIDING_LAYERS_ROTATE_WITH_WINDOW = ("exaone4", "exaone_moe", "kolibri1")
+# Layer types without rotation in a model whose other layers rotate.
+_UNROTATED_LAYER_TYPES = {"kolibri1_1": ("indexed_attention",)}
+# Model types whose rows `RotaryEmbedding.from_hf_config` reads, but whose attention layers need
+# a mechanism `hf_attention_layers` does not have.
+PLAN_MECHANISMS = {
+    "beam": "Beam's query temperature (1 + (position + 1) / 2048) ** 0.1 on its layers without rotation",
+    "unlimited_ocr_text": "a window that keeps every prompt and image token (`reference_sliding_attention`)",
+    "muse_glimmer_text": "queries multiplied by `qk_scale_factor` after a norm without scale",
+    "muse_spark_text": "queries multiplied by `qk_scale_factor` after a norm without scale",
+    "minimax_m3_vl_text": "MiniMax-M3's attention layers",
+}
 # Layers of every `pattern`-th index full, the others sliding, where `layer_types` is absent.
 _PATTERN_DEFAULTS = {
     "gemma2": 2,
@@ -313,14 +479,33 @@ _EVERY_LAYER_SLIDES = ("mistral", "mixtral", "ministral3", "phi3", "phimoe", "st
 _USE_SLIDING_WINDOW = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "smollm3")
 _NO_ROPE_LAYERS = ("llama4", "llama4_text", "smollm3")
 _KV_SHARING = ("gemma3n", "gemma3n_text", "gemma4", "gemma4_text")
-_MLA = ("deepseek_v2", "deepseek_v3", "deepseek_v32")
+# Latent attention (DeepSeek-V2's MLA): the last `qk_rope_head_dim` features of a head rotate,
+# and the softmax scale is that of the whole `qk_nope_head_dim + qk_rope_head_dim` head.
+_MLA = (
+    "axk1",
+    "axk2",
+    "bailing_hybrid",
+    "deepseek_v2",
+    "deepseek_v3",
+    "deepseek_v32",
+    "glm4_moe_lite",
+    "glm5_next_text",  # without rotation
+    "glm_moe_dsa",
+    "hy_v4",
+    "hy_v4_vl_text",
+    "longcat_flash",
+    "minicpm3",
+    "mistral4",
+    "youtu",
+)
 
 
 class LayerEntry(NamedTuple):
     """One decoder layer's position side, in plain Python: whether it rotates, with the rope
     of which layer type (`None`: the config's only rope), its window, chunk, temperature
-    (`(floor_scale, attn_scale, offset)` or None), whether it is causal, its softmax scale and
-    the layer whose keys and values it reuses (or None)."""
+    (`(floor_scale, attn_scale, offset)` or None), whether it is causal, its softmax scale,
+    the layer whose keys and values it reuses (or None), and whether it is self-attention at
+    all (a linear-attention, state-space or cross-attention layer has no positions)."""
 
     rotates: bool
     rope_key: str | None
@@ -328,8 +513,9 @@ class LayerEntry(NamedTuple):
     chunk_size: int | None
     temperature: tuple | None
     causal: bool
-    scaling: float
+    scaling: float | None
     kv_shared_layer_index: int | None
+    self_attention: bool = True
 
 
 def _count(config):
@@ -369,6 +555,17 @@ def layer_types_of(config):
     class derives; empty for a config that gives neither a list nor its number of layers."""
     listed = config.get("layer_types")
     model_type = config.get("model_type")
+    derived = _hf_defaults.default_layer_types(model_type)
+    if listed is None and derived is not None:
+        if config.get("num_hidden_layers") not in (None, len(derived)):
+            raise ValueError(
+                f"The config must give `layer_types`: model_type={model_type!r} derives them by a rule of "
+                f"its config class, which tf_posenc reads at the default {len(derived)} layers only. "
+                f"Received: num_hidden_layers={config['num_hidden_layers']} and no `layer_types`"
+            )
+        listed = derived
+    if listed is not None and model_type == "dory" and set(listed[1::2]) == {"mlp"}:
+        return list(listed[::2])  # Dory counts an attention block and an MLP block per decoder layer
     if listed is not None:
         if config.get("num_hidden_layers") is not None and len(listed) != config["num_hidden_layers"]:
             raise ValueError(
@@ -421,17 +618,24 @@ def _possible_layer_types(config):
 
 def attention_layers(config):
     """One `LayerEntry` per decoder layer of `config` (a dict from `read`), as transformers
-    5.24's attention modules decide them."""
+    5.25's attention modules decide them."""
     model_type = config.get("model_type")
+    if model_type in PLAN_MECHANISMS:
+        raise ValueError(
+            f"The attention layers of model_type={model_type!r} need a mechanism tf_posenc does not "
+            f"have: {PLAN_MECHANISMS[model_type]}. `RotaryEmbedding.from_hf_config` reads its rotation."
+        )
     types = layer_types_of(config) or ["full_attention"] * _count(config)
-    unknown = sorted(set(types) - set(_ATTENTION_TYPES))
+    unknown = sorted(set(types) - set(_ATTENTION_TYPES) - set(_NO_POSITIONS))
     if unknown:
         raise ValueError(
-            f"The config's `layer_types` must hold {_ATTENTION_TYPES}. Received: layer types {unknown}"
+            f"The config's `layer_types` must hold attention types {_ATTENTION_TYPES}, or the types "
+            f"of layers without positions {_NO_POSITIONS}. Received: layer types {unknown}"
         )
     parameters = _rope_parameters(config)
     per_type = bool(_nested_layer_types(config, parameters)) or "rope_local_base_freq" in config
-    rotating = _no_rope_layers(config) if model_type in _NO_ROPE_LAYERS else [1] * len(types)
+    rotating = _rotating_layers(config, types, parameters, per_type)
+    cross = set(config.get("cross_attention_layers") or ())  # Mllama's layers attending to the image
     window = _sliding_window(config)
     causal = not config.get("use_bidirectional_attention", False)
     if not causal and model_type not in ("gemma3", "gemma3_text"):
@@ -443,19 +647,21 @@ def attention_layers(config):
         window //= 2  # Gemma 3's bidirectional window: |q - k| < W // 2 + 1
     scale = _softmax_scale(config, parameters)
     entries = []
-    for kind, rotates in zip(types, rotating, strict=True):
-        if model_type == "cohere2":
-            rotates = kind == "sliding_attention"  # Cohere2 rotates on its sliding layers only
+    for index, (kind, rotates) in enumerate(zip(types, rotating, strict=True)):
+        if kind in _NO_POSITIONS or index in cross:
+            entries.append(LayerEntry(False, None, None, None, None, causal, None, None, False))
+            continue
         if model_type in _EVERY_LAYER_SLIDES:
             layer_window = window  # its mask takes the config's window on every layer
         else:
-            layer_window = window if kind == "sliding_attention" else None
+            layer_window = window if kind in _SLIDING_TYPES else None
         chunk = config.get("attention_chunk_size") if kind == "chunked_attention" else None
         temperature = None
         if model_type in ("llama4", "llama4_text") and not rotates and config.get("attn_temperature_tuning"):
             temperature = (config["floor_scale"], config["attn_scale"], 1)
-        if model_type == "ministral3" and parameters.get("llama_4_scaling_beta") is not None:
-            # Llama 4's rule on every layer, from position 0: `get_llama_4_attn_scale`.
+        if parameters.get("llama_4_scaling_beta") is not None:
+            # Ministral 3's and Mistral 4's: Llama 4's rule on every layer, from position 0
+            # (`get_llama_4_attn_scale`).
             original = parameters.get("original_max_position_embeddings") or config.get(
                 "original_max_position_embeddings"
             )
@@ -478,13 +684,54 @@ def attention_layers(config):
     ]
 
 
+def _rotating_layers(config, types, parameters, per_type):
+    """1 for each layer that rotates, 0 for one that does not, by its model type's rule."""
+    model_type = config.get("model_type")
+    if no_rotation(config) is not None:
+        return [0] * len(types)
+    if model_type in _NO_ROPE_LAYERS:
+        return _no_rope_layers(config)
+    sliding_only = model_type in _SLIDING_LAYERS_ROTATE or (
+        model_type in _SLIDING_LAYERS_ROTATE_WITH_WINDOW and config.get("sliding_window") is not None
+    )
+    unrotated = _UNROTATED_LAYER_TYPES.get(model_type, ())
+    thetas = config.get("layer_rope_theta")  # Granite's per-layer bases: 0 for no rotation
+    if thetas is not None:
+        if len(thetas) != len(types):
+            raise ValueError(
+                f"The config's `layer_rope_theta` must have one entry per layer ({len(types)}). "
+                f"Received: len(layer_rope_theta)={len(thetas)}"
+            )
+        bases = {float(theta) for theta in thetas if theta}
+        base = parameters.get("rope_theta") or config.get("rope_theta")
+        if bases - {float(base or 0)}:
+            raise ValueError(
+                "The config's `layer_rope_theta` must give each rotating layer the config's own "
+                f"`rope_theta` ({base}): tf_posenc reads one base per layer type. Received: {sorted(bases)}"
+            )
+    rotating = []
+    for index, kind in enumerate(types):
+        rotates = not (sliding_only and kind not in _SLIDING_TYPES) and kind not in unrotated
+        if per_type and _nested_layer_types(config, parameters) and parameters.get(kind, {}) is None:
+            rotates = False  # a layer type whose rope parameters are None
+        if thetas is not None and not thetas[index]:
+            rotates = False
+        rotating.append(int(rotates))
+    return rotating
+
+
+def is_latent_attention(config):
+    """Whether the model of `config` (a dict from `read`) has DeepSeek's latent attention."""
+    return config.get("model_type") in _MLA
+
+
 def _softmax_scale(config, parameters):
     """The `self.scaling` of the model's attention modules: what multiplies `q . k`."""
     model_type = config.get("model_type")
     if model_type in ("gemma2", "gemma3", "gemma3_text"):
         return config["query_pre_attn_scalar"] ** -0.5
-    if model_type in _KV_SHARING:  # Gemma 3n and 4 normalise their queries and keys instead
-        return 1.0
+    if model_type in (*_KV_SHARING, "gemma4_unified_text", "diffusion_gemma_text"):
+        return 1.0  # Gemma 3n and 4 normalise their queries and keys instead
     if model_type in _MLA:  # DeepSeek: `yarn_apply_mscale` of the whole query head
         scale = (config["qk_nope_head_dim"] + config["qk_rope_head_dim"]) ** -0.5
         factor, weight = parameters.get("factor"), parameters.get("mscale_all_dim")
@@ -493,6 +740,10 @@ def _softmax_scale(config, parameters):
                 mscale = 0.1 * weight * math.log(factor) + 1.0
                 scale *= mscale * mscale
         return scale
+    if config.get("attention_multiplier") is not None:  # Granite's and HyperCLOVA X's
+        return float(config["attention_multiplier"])
+    if model_type == "zamba2":  # its attention heads are twice the width that sets the scale
+        return (_attention_head_dim(config, "attention") / 2) ** -0.5
     return _attention_head_dim(config, "attention") ** -0.5
 
 

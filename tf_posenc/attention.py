@@ -246,6 +246,9 @@ class AttentionLayer(NamedTuple):
     (`keras.ops.dot_product_attention(scale=...)`). `kv_shared_layer_index`: `None` for a layer
     that computes its own keys and values, or the index of the layer whose keys and values
     (already rotated) it attends to, rotating only its queries (Gemma 3n's last layers).
+    `self_attention`: `False` for a layer that no position reaches (a linear-attention,
+    state-space, recurrent or convolution block of a hybrid model, or Mllama's cross-attention
+    to the image); its other fields are then `None`.
     """
 
     rope: object
@@ -255,14 +258,16 @@ class AttentionLayer(NamedTuple):
     causal: bool = True
     scaling: float | None = None
     kv_shared_layer_index: int | None = None
+    self_attention: bool = True
 
 
 def hf_attention_layers(config, **kwargs):
     """The position side of every decoder layer of a Hugging Face transformers model.
 
-    Decides per layer what transformers 5.24's modules decide, from the config alone (a
+    Decides per layer what transformers 5.25's modules decide, from the config alone (a
     `config.json` as a dict, its path, the checkpoint folder holding it, or a transformers
-    config object):
+    config object), for every model type of transformers 5.25 whose language model rotates its
+    queries and keys (the README lists them, and the ones refused with the mechanism they need):
 
     * the layer types: `layer_types`, or where the config omits it the default its model's
       config class derives (Gemma 2 alternates; Gemma 3 takes `sliding_window_pattern`,
@@ -270,14 +275,18 @@ def hf_attention_layers(config, **kwargs):
       `use_sliding_window` is set; Llama 4 chunks its rotating layers; SmolLM3 slides its
       layers without rotation when `use_sliding_window` is set);
     * the rotation: one `RotaryEmbedding` per rope of the config (Gemma 3's full and sliding
-      layers differ), `None` where the layer does not rotate (Cohere2's full layers, Llama 4's
-      and SmolLM3's `no_rope_layers` entries of 0, where an absent list means every fourth
-      layer does not rotate), in the layout the model's code uses (Cohere2 and Llama 4 rotate
-      interleaved pairs);
-    * the window: `sliding_window` on the sliding layers (Mistral, Mixtral, Phi-3: on every
+      layers differ), `None` where the layer does not rotate (the full layers of Cohere2,
+      AFMoE, EXAONE 4 and others that rotate on sliding layers only, Llama 4's and SmolLM3's
+      `no_rope_layers` entries of 0, Granite's `layer_rope_theta` entries of 0, a config that
+      turns positions off), in the layout the model's code uses;
+    * the window (`sliding_window` on the sliding layers; Mistral, Mixtral, Phi-3: on every
       layer; Qwen2, Qwen3, their MoE models and SmolLM3: none unless `use_sliding_window`),
-      the chunk (`attention_chunk_size`) on Llama 4's chunked layers, and its temperature
-      (`attn_temperature_tuning`, `floor_scale`, `attn_scale`) on its layers without rotation.
+      the chunk (`attention_chunk_size`) on Llama 4's chunked layers, its temperature
+      (`attn_temperature_tuning`, `floor_scale`, `attn_scale`) on its layers without rotation,
+      and Ministral 3's and Mistral 4's on every layer;
+    * the layers no position reaches: a hybrid model's linear-attention, state-space,
+      recurrent and convolution blocks, and Mllama's cross-attention, as entries with
+      `self_attention=False`.
 
     Args:
         config: The model's config, as `RotaryEmbedding.from_hf_config` takes it.
@@ -286,7 +295,8 @@ def hf_attention_layers(config, **kwargs):
 
     Returns:
         A list with one `AttentionLayer` per decoder layer: `rope`, `sliding_window`,
-        `chunk_size`, `temperature` and `causal`.
+        `chunk_size`, `temperature`, `causal`, `scaling`, `kv_shared_layer_index` and
+        `self_attention`.
 
     Example:
 
@@ -335,6 +345,7 @@ def attention_layers_with(rope_class, config, **kwargs):
                 entry.causal,
                 entry.scaling,
                 entry.kv_shared_layer_index,
+                entry.self_attention,
             )
         )
     return layers

@@ -671,6 +671,17 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
                 f"{_validation.received('layer_index', layer_index)}"
             )
         entry = plan[layer_index]
+        if not entry.self_attention:
+            raise ValueError(
+                f"Layer {layer_index} is not self-attention (a linear-attention, state-space, convolution or "
+                "cross-attention layer): no position reaches it, and it is no `GroupQueryAttention`."
+            )
+        if _hf_config.is_latent_attention(read):
+            raise ValueError(
+                f"The layers of model_type={read.get('model_type')!r} are latent attention (DeepSeek's MLA), "
+                "not `GroupQueryAttention`: rotate the last `qk_rope_head_dim` features of each head with "
+                "`hf_attention_layers(config)[i].rope` in your own layer."
+            )
         if entry.kv_shared_layer_index is not None:
             raise ValueError(
                 f"Layer {layer_index} attends to the keys and values of layer {entry.kv_shared_layer_index} "

@@ -203,8 +203,13 @@ class RotaryEmbeddingMixin:
                 (transformers 5) or `rope_scaling` with `rope_theta` (4.x, old key `"type"`
                 included), `partial_rotary_factor` (GPT-NeoX: `rotary_pct`, `rotary_emb_base`),
                 `max_position_embeddings`, a top-level `original_max_position_embeddings`
-                (Phi-3), `rope_interleave` (DeepSeek-V3: the interleave layout), and a
-                multimodal model's `text_config`.
+                (Phi-3), `rope_interleave` (DeepSeek-V3: the interleave layout), GPT-J's and
+                CodeGen's `rotary_dim`, `mrope_section`, and a multimodal model's
+                `text_config`; with `model_type`, the keys it omits come from its transformers
+                5.25 config class, and the pair layout is its code's (interleaved for Cohere,
+                GLM, ERNIE 4.5, Helium, GPT-J, Llama 4, DeepSeek's latent attention, ...). A
+                model type whose positions need a mechanism tf_posenc does not have, or whose
+                config turns positions off, is a `ValueError` that says which.
             layer_type: For models whose layers rotate differently (Gemma 3 and 4):
                 `"full_attention"` or `"sliding_attention"`, a key of its `rope_parameters`.
                 Any other layer type of the config (from `layer_types`) is taken too, so that

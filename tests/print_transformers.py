@@ -1,0 +1,355 @@
+"""Prints what transformers' own modules do with positions, for `test_transformers_models.py`
+and `tf_posenc/_hf_defaults.py`: run in an environment with transformers 5.25.0 and torch (not
+the test environment), from the repository's root:
+
+    python tests/print_transformers.py rotations   # writes tests/transformers_5_25.json
+    python tests/print_transformers.py defaults    # prints the config classes' defaults
+
+For every causal language model of transformers whose text model builds a rotary module, its
+text model type (multimodal models share their language model's), and per distinct attention
+layer (by module class and layer type), the linear map `R(p) R(0)^-1` that positions apply to
+head 0's query and key: read from the attention module itself, run in float64 on a batch of
+random tokens at positions 0 and p (its float32 constants made float64), applied to a fixed
+vector and dotted with three fixed unit vectors. Per decoder layer (on the meta device): whether
+it is self-attention, and its attention module's `scaling`. No weights are downloaded: every
+model is built from its config class's defaults, with random weights.
+"""
+
+import contextlib
+import importlib
+import inspect
+import json
+import pathlib
+import re
+import sys
+import warnings
+
+import numpy as np
+import torch
+import transformers
+from transformers import AutoConfig, PreTrainedModel
+from transformers.models.auto import modeling_auto
+
+warnings.filterwarnings("ignore")
+transformers.logging.set_verbosity_error()
+
+POSITIONS = [0, 1, 2, 63, 2**17 - 1]  # capped below a model's max_position_embeddings
+# Values some config classes leave unset in their defaults (their checkpoints give them).
+OVERRIDES = {
+    "glm4v_text": {"partial_rotary_factor": 0.5},
+    "glm4v_moe_text": {"partial_rotary_factor": 0.5},
+}
+MAPPINGS = (
+    "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
+    "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
+    "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",
+    "MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES",
+)
+
+
+def rotary_text_models():
+    """{text model type: (model types whose language model it is, its modeling module)}."""
+    found = {}
+    for model_type in sorted({name for mapping in MAPPINGS for name in getattr(modeling_auto, mapping, {})}):
+        try:
+            text = AutoConfig.for_model(model_type).get_text_config(decoder=True)
+        except Exception:
+            continue
+        for name in (text.model_type, model_type):
+            module_name = transformers.models.auto.configuration_auto.model_type_to_module_name(name)
+            try:
+                module = importlib.import_module(f"transformers.models.{module_name}.modeling_{module_name}")
+                break
+            except ImportError:
+                module = None
+        if module is None or not any(
+            inspect.isclass(value) and key.endswith("RotaryEmbedding") and value.__module__ == module.__name__
+            for key, value in vars(module).items()
+        ):
+            continue
+        parents, _ = found.setdefault(text.model_type, ([], module.__name__))
+        parents.append(model_type)
+        if model_type == text.model_type:
+            found[text.model_type] = (parents, module.__name__)
+    return found
+
+
+def text_config(text_type, parents):
+    parent = text_type if text_type in parents else parents[0]
+    text = AutoConfig.for_model(parent).get_text_config(decoder=True)
+    text._attn_implementation = "eager"
+    for key, value in OVERRIDES.get(text_type, {}).items():
+        if isinstance(getattr(text, "rope_parameters", None), dict):
+            text.rope_parameters[key] = value
+        setattr(text, key, value)
+    return text
+
+
+def text_model(text, module):
+    """The text model of `text` (on the meta device) and its list of decoder layers."""
+    candidates = [
+        value
+        for value in vars(module).values()
+        if inspect.isclass(value)
+        and issubclass(value, PreTrainedModel)
+        and value.__module__ == module.__name__
+        and value.__name__.endswith("Model")
+        and "PreTrained" not in value.__name__
+    ]
+    candidates.sort(
+        key=lambda value: (not value.__name__.endswith(("TextModel", "LanguageModel")), len(value.__name__))
+    )
+    for candidate in candidates:
+        try:
+            with torch.device("meta"):
+                model = candidate(text)
+        except Exception:
+            continue
+        for child in model.modules():
+            if isinstance(child, torch.nn.ModuleList) and len(child) == text.num_hidden_layers:
+                return model, child
+    raise RuntimeError("no text model builds from the config class's defaults")
+
+
+@contextlib.contextmanager
+def float64_everywhere():
+    """transformers' rope code asks for float32 by `torch.float`, `torch.float32` and `.float()`."""
+    saved = torch.float, torch.float32, torch.Tensor.float
+    torch.float = torch.float32 = torch.float64
+    torch.Tensor.float = lambda self, *args, **kwargs: self.double()
+    try:
+        yield
+    finally:
+        torch.float, torch.float32, torch.Tensor.float = saved
+
+
+def fixed_vectors(dim):
+    """The vector rotated and the three unit vectors its rotation is dotted with (the test's)."""
+    rng = np.random.default_rng(5)
+    units = rng.standard_normal((3, dim))
+    units /= np.linalg.norm(units, axis=1, keepdims=True)
+    return np.cos(0.7 * np.arange(dim) + 0.3), units
+
+
+class Captured(Exception):
+    pass
+
+
+def attention_of(layer):
+    children = [(name, child) for name, child in layer.named_children() if "Norm" not in type(child).__name__]
+    for words in (("attn", "attention"), ("mixer", "mamba")):
+        for name, child in children:
+            if any(word in name for word in words):
+                return child
+    return None
+
+
+def rotation(module, text, rotary, attention, index, layer_type):
+    """The fingerprint of one attention layer's rotation of its queries and keys."""
+    with float64_everywhere():
+        try:
+            rope = type(rotary)(config=text)
+        except TypeError:
+            rope = type(rotary)(text)
+        rope = rope.double()
+    torch.manual_seed(0)
+    try:
+        layer = type(attention)(text, index)
+    except TypeError:
+        layer = type(attention)(config=text, layer_idx=index)
+    layer = layer.double()
+    for parameter in layer.parameters():
+        if parameter.dim() == 1:  # norms and per-channel scales: ones, which commute with a rotation
+            torch.nn.init.ones_(parameter)
+        else:
+            torch.nn.init.normal_(parameter, std=0.05)
+    first = run(module, text, rope, layer, layer_type, 2)
+    return run(module, text, rope, layer, layer_type, max(first["dims"]) + 8)
+
+
+def run(module, text, rope, layer, layer_type, batch):
+    limit = getattr(text, "max_position_embeddings", None) or 2**31
+    positions = [min(position, int(limit) - 1) for position in POSITIONS]
+    # One random token per example, at every position: only the positions differ.
+    tokens = torch.randn(batch, 1, text.hidden_size, dtype=torch.float64).expand(-1, len(positions), -1)
+    ids = torch.tensor(positions).expand(batch, -1)
+    extra = {"layer_type": layer_type} if "layer_type" in inspect.signature(rope.forward).parameters else {}
+    with float64_everywhere():
+        try:
+            cos, sin = rope(tokens, ids, **extra)
+            mrope = False
+        except Exception:  # M-RoPE: three rows of ids (t, h, w) that differ, so that each section shows
+            ids = torch.stack([ids, ids * 2 + 1, ids * 3 + 2])
+            ids[:, :, 0] = 0
+            cos, sin = rope(tokens, ids, **extra)
+            mrope = True
+    captured = {}
+
+    def capture(_, query, key, *args, **kwargs):
+        captured["q"], captured["k"] = query.detach(), key.detach()
+        raise Captured
+
+    patched = {
+        name: value
+        for name, value in vars(module).items()
+        if inspect.isfunction(value) and "attention_forward" in name
+    }
+    for name in patched:
+        setattr(module, name, capture)
+    try:
+        accepted = inspect.signature(layer.forward).parameters
+        arguments = {}
+        if "position_embeddings" in accepted:
+            arguments["position_embeddings"] = (cos, sin)
+        if "position_ids" in accepted:
+            arguments["position_ids"] = ids
+        masks = [None]
+        if "attention_mask" in accepted:
+            masks = [torch.zeros(batch, 1, len(positions), len(positions), dtype=torch.float64), None]
+        for mask in masks:
+            if "attention_mask" in accepted:
+                arguments["attention_mask"] = mask
+            try:
+                layer(tokens, **arguments)
+            except Captured:
+                break
+            except Exception:
+                if mask is masks[-1]:
+                    raise
+    finally:
+        for name, value in patched.items():
+            setattr(module, name, value)
+    if "q" not in captured:
+        raise RuntimeError("the layer computed no query and key")
+    if batch == 2:
+        return {"dims": [captured[name].shape[-1] for name in ("q", "k")]}
+    result = {"mrope": mrope, "positions": positions}
+    for name in ("q", "k"):
+        states = captured[name][:, 0].numpy()  # head 0: (batch, positions, dim)
+        dim = states.shape[-1]
+        if np.linalg.matrix_rank(states[:, 0]) < dim:
+            raise RuntimeError(f"the {name} at position 0 has rank below {dim}")
+        vector, units = fixed_vectors(dim)
+        dots = []
+        for column in range(1, len(positions)):
+            moved, *_ = np.linalg.lstsq(states[:, 0], states[:, column], rcond=None)  # x_p = x_0 @ moved
+            dots.append((units @ (moved.T @ vector)).tolist())
+        result[name] = {"dim": dim, "dots": dots}
+    return result
+
+
+def rotations():
+    printed = {}
+    for text_type, (parents, module_name) in sorted(rotary_text_models().items()):
+        module = importlib.import_module(module_name)
+        entry = printed.setdefault(text_type, {"parents": sorted(parents)})
+        try:
+            text = text_config(text_type, parents)
+            model, layers = text_model(text, module)
+        except Exception as error:
+            entry["error"] = f"{type(error).__name__}: {error}"[:200]
+            continue
+        rotary = next(
+            (
+                child
+                for name, child in model.named_modules()
+                if type(child).__name__.endswith("RotaryEmbedding") and "vision" not in name.lower()
+            ),
+            None,
+        )
+        layer_types = getattr(text, "layer_types", None) or [None] * len(layers)
+        entry["rotations"], entry["plan"] = {}, []
+        for index, layer in enumerate(layers):
+            mixers = [type(child).__name__ for name, child in layer.named_children()]
+            attention = attention_of(layer)
+            self_attention = any(
+                "Attention" in name and not re.search("Linear|Lightning|Delta|Cross", name) for name in mixers
+            ) or hasattr(layer, "shared_transformer")
+            scaling = getattr(attention, "scaling", None) if self_attention else None
+            entry["plan"].append([self_attention, None if scaling is None else float(scaling)])
+            kind = layer_types[index] if index < len(layer_types) else None
+            key = f"{type(attention).__name__}:{kind}"
+            if not self_attention or rotary is None or key in entry["rotations"]:
+                continue
+            try:
+                entry["rotations"][key] = {
+                    "layer_type": kind,
+                    **rotation(module, text, rotary, attention, index, kind),
+                }
+            except Exception as error:
+                entry["rotations"][key] = {
+                    "layer_type": kind,
+                    "error": f"{type(error).__name__}: {error}"[:200],
+                }
+        print(
+            text_type,
+            {key: value.get("error", "ok") for key, value in entry["rotations"].items()},
+            flush=True,
+        )
+    path = pathlib.Path(__file__).parent / "transformers_5_25.json"
+    source = (
+        f"transformers {transformers.__version__}, torch {torch.__version__}: tests/print_transformers.py"
+    )
+    path.write_text(json.dumps({"source": source, "types": printed}, separators=(",", ":")) + "\n")
+
+
+READ = (
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "head_dim",
+    "max_position_embeddings",
+    "sliding_window",
+    "use_sliding_window",
+    "max_window_layers",
+    "partial_rotary_factor",
+    "rotary_dim",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "rope_interleave",
+    "query_pre_attn_scalar",
+    "attention_multiplier",
+    "no_rope_layer_interval",
+    "attention_chunk_size",
+    "position_embedding_type",
+    "use_mem_rope",
+    "alibi",
+    "layer_rope_theta",
+    "cross_attention_layers",
+    "attention_head_dim",
+    "qk_scale_factor",
+)
+
+
+def defaults():
+    """Each text model type's defaults of the keys tf_posenc reads, its default layer types and
+    its config class's renamed keys, as `_hf_defaults` holds them."""
+    for text_type, (parents, _) in sorted(rotary_text_models().items()):
+        text = text_config(text_type, parents)
+        values = {}
+        for key in READ:
+            try:
+                value = getattr(text, key)
+            except Exception:  # Gemma 4's per-layer keys refuse a global read
+                continue
+            if value is not None:
+                values[key] = value
+        rope = getattr(text, "rope_parameters", None) or getattr(text, "rope_scaling", None)
+        if rope is None and text_type in ("gptj", "codegen"):
+            rope = {"rope_type": "default", "rope_theta": 10000.0}  # hard-coded in their code
+        values["rope_parameters"] = rope
+        if (
+            isinstance(rope, dict)
+            and rope
+            and not all(isinstance(v, dict) or v is None for v in rope.values())
+        ):
+            if rope.get("rope_theta") is not None:
+                values["rope_theta"] = rope["rope_theta"]
+        renamed = {
+            ours: theirs for ours, theirs in getattr(type(text), "attribute_map", {}).items() if ours in READ
+        }
+        print(repr(text_type), values, getattr(text, "layer_types", None), renamed, parents)
+
+
+if __name__ == "__main__":
+    {"rotations": rotations, "defaults": defaults}[sys.argv[1]]()

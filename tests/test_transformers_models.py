@@ -1,0 +1,252 @@
+"""Every decoder of transformers 5.25 whose language model rotates queries and keys, read from its
+config class's defaults: its rotation is the one transformers' own attention modules apply, its
+plan has their self-attention layers and softmax scales, or it is refused by the mechanism it
+needs. The printed values come from `tests/print_transformers.py` (`transformers_5_25.json`)."""
+
+import json
+import pathlib
+
+import keras
+import numpy as np
+import pytest
+
+from tf_posenc import RotaryEmbedding, _hf_config, attention_temperature, hf_attention_layers
+from tf_posenc._rows import row_error_bound
+
+PRINTED = json.loads((pathlib.Path(__file__).parent / "transformers_5_25.json").read_text())
+TYPES = PRINTED["types"]
+# Values some config classes leave unset in their defaults, as the printer sets them.
+OVERRIDES = {
+    "glm4v_text": {"partial_rotary_factor": 0.5},
+    "glm4v_moe_text": {"partial_rotary_factor": 0.5},
+}
+# Their code returns the rotated features de-interleaved, `[evens | odds]`
+# (`apply_rotary_pos_emb_interleave`): a fixed order of the features, the same for queries and
+# keys, so the scores are those of interleaved pairs rotated in place.
+DEINTERLEAVED = {
+    "axk1", "axk2", "bailing_hybrid", "deepseek_v3", "deepseek_v32", "glm4_moe_lite", "glm_moe_dsa",
+    "hy_v4", "hy_v4_vl_text", "longcat_flash", "mistral4", "youtu",
+}  # fmt: skip
+# Zaya computes queries and keys with a causal convolution over time: tokens at different
+# positions differ before the rotation, which the printer's identical tokens assume they do not.
+NOT_COMPARABLE = {"zaya"}
+# Layers whose attention module rotates when given rows, and whose decoder gives it none
+# (LaraMini's full-attention layers): the rotation is compared, and the plan has none.
+ROWS_WITHHELD = {"lara_mini": "full_attention"}
+
+
+def config_of(text_type):
+    config = {"model_type": text_type}
+    if text_type in OVERRIDES:
+        parameters = dict(_hf_config.read(config)["rope_parameters"])
+        config["rope_parameters"] = {**parameters, **OVERRIDES[text_type]}
+    return config
+
+
+def fixed_vectors(dim):
+    """The printer's vector and unit vectors."""
+    rng = np.random.default_rng(5)
+    units = rng.standard_normal((3, dim))
+    units /= np.linalg.norm(units, axis=1, keepdims=True)
+    return np.cos(0.7 * np.arange(dim) + 0.3), units
+
+
+def rotate(rope, vectors, positions):
+    """`rope(vectors, positions=positions)` restated in float64 from the layer's own frequencies,
+    layout, rotated width, M-RoPE sections and cos/sin factor: `vectors` `(n, dim)`, positions
+    `(n,)` or `(3, n)`."""
+    dim = vectors.shape[-1]
+    width = rope._rotated_width(dim)
+    frequencies = rope.frequencies(dim, seq_len=int(np.max(positions)) + 1)
+    if rope.mrope_section is not None:
+        positions = np.broadcast_to(positions, (len(rope.mrope_section), vectors.shape[0]))
+        angles = positions[rope.mrope_axes(len(frequencies))].T * frequencies
+    else:
+        angles = np.asarray(positions, np.float64)[:, None] * frequencies
+    cos, sin = np.cos(angles) * rope.attention_scaling, np.sin(angles) * rope.attention_scaling
+    first, second = (
+        (slice(0, width // 2), slice(width // 2, width))
+        if rope.layout == "half"
+        else (slice(0, width, 2), slice(1, width, 2))
+    )
+    rotated = vectors.copy()
+    rotated[:, first] = vectors[:, first] * cos - vectors[:, second] * sin
+    rotated[:, second] = vectors[:, second] * cos + vectors[:, first] * sin
+    return rotated
+
+
+def transformers_rotation(text_type, rope, dim, positions, nope):
+    """What the printer measured, `R(p) R(0)^-1` applied to its vector, for the rope: the first
+    `nope` features of a latent-attention head pass through; a de-interleaving model's features
+    are `[evens | odds]` of the pairs it rotates."""
+    vector, units = fixed_vectors(dim)
+    part = np.broadcast_to(vector[nope:], (positions.shape[-1], dim - nope)).copy()
+    width = rope._rotated_width(dim - nope)
+    deinterleaved = rope.layout == "interleave" and text_type in DEINTERLEAVED
+    if deinterleaved:
+        inner = part.copy()
+        inner[:, 0:width:2], inner[:, 1:width:2] = part[:, : width // 2], part[:, width // 2 : width]
+        part = inner
+    at_zero = rotate(rope, part, np.zeros_like(positions))
+    rotated = rotate(rope, part * (part / at_zero), positions)  # R(0)^-1 first: the cos/sin factor
+    if deinterleaved:
+        rotated = np.concatenate([rotated[:, 0:width:2], rotated[:, 1:width:2], rotated[:, width:]], axis=1)
+    whole = np.concatenate([np.broadcast_to(vector[:nope], (rotated.shape[0], nope)), rotated], axis=1)
+    return whole @ units.T
+
+
+ROTATIONS = [
+    (text_type, key)
+    for text_type, entry in sorted(TYPES.items())
+    for key, printed in entry.get("rotations", {}).items()
+    if "error" not in printed and text_type not in NOT_COMPARABLE and text_type not in _hf_config.MECHANISMS
+]
+
+
+@pytest.mark.parametrize("text_type, key", ROTATIONS, ids=[f"{t}-{k.split(':')[1]}" for t, k in ROTATIONS])
+def test_the_rotation_is_transformers_attentions(text_type, key):
+    printed = TYPES[text_type]["rotations"][key]
+    config = config_of(text_type)
+    read = _hf_config.read(config)
+    layer_type = printed["layer_type"]
+    if layer_type not in _hf_config._nested_layer_types(read, _hf_config._rope_parameters(read)):
+        layer_type = None  # every layer rotates alike
+    rope = RotaryEmbedding.from_hf_config(config, layer_type=layer_type, dtype="float64")
+    positions = np.array(printed["positions"][1:])
+    if printed["mrope"]:
+        positions = np.stack([positions, positions * 2 + 1, positions * 3 + 2])
+    rotates, temperature = True, None
+    if text_type not in _hf_config.PLAN_MECHANISMS:
+        # The plan's first layer of this type: whether it rotates, and its query temperature.
+        plan = hf_attention_layers(config)
+        kinds = _hf_config.layer_types_of(read) or ["full_attention"] * len(plan)
+        kind = printed["layer_type"] or "full_attention"
+        assert kind in kinds, (kind, sorted(set(kinds)))
+        entry = plan[kinds.index(kind)]
+        rotates, temperature = entry.rope is not None, entry.temperature
+        if ROWS_WITHHELD.get(text_type) == kind:
+            assert not rotates
+            rotates = True
+    for name in ("q", "k"):
+        dim = printed[name]["dim"]
+        rope_dim = read.get("qk_rope_head_dim")
+        nope = dim - rope_dim if rope_dim and dim != rope_dim else 0
+        if rotates:
+            ours = transformers_rotation(text_type, rope, dim, positions, nope)
+        else:  # a layer without rotation: the identity
+            vector, units = fixed_vectors(dim)
+            ours = np.broadcast_to(units @ vector, (positions.shape[-1], 3))
+        if name == "q" and temperature is not None:  # Ministral 3's and Mistral 4's scaled queries
+            ours = ours * keras.ops.convert_to_numpy(attention_temperature(positions, *temperature))[:, None]
+        assert np.abs(ours - np.array(printed[name]["dots"])).max() <= 1e-5, name
+
+
+# Qwen3-Omni's defaults have 73-wide heads, which transformers' rotation refuses too.
+UNUSABLE_DEFAULTS = {"qwen3_omni_moe_text"}
+PLANS = [
+    text_type
+    for text_type, entry in sorted(TYPES.items())
+    if entry.get("plan")
+    and text_type not in _hf_config.MECHANISMS
+    and text_type not in _hf_config.PLAN_MECHANISMS
+    and text_type not in UNUSABLE_DEFAULTS
+]
+
+
+@pytest.mark.parametrize("text_type", PLANS)
+def test_the_plan_has_transformers_self_attention_layers_and_scales(text_type):
+    printed = TYPES[text_type]["plan"]
+    plan = hf_attention_layers(config_of(text_type))
+    assert [entry.self_attention for entry in plan] == [row[0] for row in printed]
+    for entry, (self_attention, scaling) in zip(plan, printed, strict=True):
+        if self_attention and scaling is not None:
+            assert entry.scaling == pytest.approx(scaling, rel=1e-12)
+        if not self_attention:
+            assert entry.rope is None and entry.scaling is None
+
+
+def test_every_rotary_decoder_is_read_or_refused_by_the_mechanism_it_needs():
+    read, refused = set(), {}
+    for text_type in TYPES:
+        try:
+            RotaryEmbedding.from_hf_config(config_of(text_type))
+            read.add(text_type)
+        except ValueError as error:
+            refused[text_type] = str(error)
+    for text_type, message in refused.items():
+        mechanism = _hf_config.MECHANISMS.get(text_type)
+        if mechanism is not None:
+            assert mechanism in message and "need a mechanism" in message, text_type
+        elif text_type in UNUSABLE_DEFAULTS:
+            assert "even, positive number of rotating features" in message
+        else:  # a model whose config turns positions off, or whose layers rotate by layer type
+            assert "rotates no query or key" in message or "`layer_type` must be one of" in message, message
+    assert set(_hf_config.MECHANISMS) <= set(refused)
+    # Each multimodal model type reads as its language model.
+    for text_type, entry in TYPES.items():
+        for parent in entry["parents"] if text_type not in _hf_config.MECHANISMS else ():
+            assert _hf_config.read({"model_type": parent})["model_type"] in (text_type, parent)
+    assert len(read) + len(refused) == len(TYPES)
+
+
+def test_a_config_that_turns_positions_off_rotates_nothing():
+    for config, reason in (
+        ({"model_type": "granitemoehybrid"}, "position_embedding_type"),
+        ({"model_type": "zamba2"}, "use_mem_rope"),
+        ({"model_type": "falcon", "alibi": True}, "AlibiBias"),
+        ({"model_type": "glm5_next_text"}, "no rope parameters"),
+    ):
+        with pytest.raises(ValueError, match=reason):
+            RotaryEmbedding.from_hf_config(config)
+        assert all(entry.rope is None for entry in hf_attention_layers(config))
+    # The same model types with positions on rotate.
+    assert (
+        RotaryEmbedding.from_hf_config({"model_type": "zamba2", "use_mem_rope": True}).max_wavelength
+        == 10000.0
+    )
+    assert (
+        RotaryEmbedding.from_hf_config(
+            {"model_type": "granitemoehybrid", "position_embedding_type": "rope"}
+        ).max_wavelength
+        == 10000.0
+    )
+
+
+@pytest.mark.parametrize(
+    "text_type, key",
+    [
+        ("glm4v_text", "Glm4vTextAttention:None"),  # M-RoPE sections over interleaved pairs of half a head
+        ("qwen3_5_text", "Qwen3_5Attention:full_attention"),  # interleaved M-RoPE of a quarter of a head
+        ("deepseek_v3", "DeepseekV3Attention:None"),  # the interleaved last features of a latent head
+        ("gptj", "GPTJAttention:None"),  # `rotary_dim` interleaved features
+        ("glm4_moe", "Glm4MoeAttention:None"),  # 21 of 42 features: 22 rotate at exponents over 21
+    ],
+)
+def test_the_layer_rotates_as_the_restatement(text_type, key):
+    # The restatement above, against the layer itself (float64), on the printed positions.
+    printed = TYPES[text_type]["rotations"][key]
+    rope = RotaryEmbedding.from_hf_config(config_of(text_type), dtype="float64")
+    dim = printed["q"]["dim"]
+    nope = dim - rope._rotated_width(dim) if text_type == "deepseek_v3" else 0
+    positions = np.array(printed["positions"][1:])
+    if printed["mrope"]:
+        positions = np.stack([positions, positions * 2 + 1, positions * 3 + 2])
+    vectors = np.random.default_rng(1).uniform(-1, 1, (positions.shape[-1], dim - nope))
+    given = positions[:, None, :] if positions.ndim == 2 else positions
+    layer = keras.ops.convert_to_numpy(rope(vectors[None, :, None, :], positions=given))[0, :, 0]
+    assert np.abs(layer - rotate(rope, vectors, positions)).max() <= row_error_bound("float64")
+
+
+def test_group_query_attention_refuses_layers_it_is_not():
+    from tf_posenc import GroupQueryAttention
+
+    qwen3_next = {
+        "model_type": "qwen3_next",
+        "num_hidden_layers": 4,
+        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+    }
+    with pytest.raises(ValueError, match="Layer 0 is not self-attention"):
+        GroupQueryAttention.from_hf_config(qwen3_next, 0)
+    assert GroupQueryAttention.from_hf_config(qwen3_next, 3).rope.partial_rotary_factor == 0.25
+    with pytest.raises(ValueError, match="latent attention"):
+        GroupQueryAttention.from_hf_config({"model_type": "deepseek_v3", "num_hidden_layers": 2}, 0)
