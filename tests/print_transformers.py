@@ -27,6 +27,7 @@ import warnings
 import numpy as np
 import torch
 import transformers
+from fingerprints import OVERRIDES, fixed_vectors
 from transformers import AutoConfig, PreTrainedModel
 from transformers.models.auto import modeling_auto
 
@@ -34,11 +35,6 @@ warnings.filterwarnings("ignore")
 transformers.logging.set_verbosity_error()
 
 POSITIONS = [0, 1, 2, 63, 2**17 - 1]  # capped below a model's max_position_embeddings
-# Values some config classes leave unset in their defaults (their checkpoints give them).
-OVERRIDES = {
-    "glm4v_text": {"partial_rotary_factor": 0.5},
-    "glm4v_moe_text": {"partial_rotary_factor": 0.5},
-}
 MAPPINGS = (
     "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
     "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
@@ -121,14 +117,6 @@ def float64_everywhere():
         yield
     finally:
         torch.float, torch.float32, torch.Tensor.float = saved
-
-
-def fixed_vectors(dim):
-    """The vector rotated and the three unit vectors its rotation is dotted with (the test's)."""
-    rng = np.random.default_rng(5)
-    units = rng.standard_normal((3, dim))
-    units /= np.linalg.norm(units, axis=1, keepdims=True)
-    return np.cos(0.7 * np.arange(dim) + 0.3), units
 
 
 class Captured(Exception):

@@ -9,17 +9,13 @@ import pathlib
 import keras
 import numpy as np
 import pytest
+from fingerprints import OVERRIDES, fixed_vectors
 
 from tf_posenc import RotaryEmbedding, _hf_config, attention_temperature, hf_attention_layers
 from tf_posenc._rows import row_error_bound
 
 PRINTED = json.loads((pathlib.Path(__file__).parent / "transformers_5_25.json").read_text())
 TYPES = PRINTED["types"]
-# Values some config classes leave unset in their defaults, as the printer sets them.
-OVERRIDES = {
-    "glm4v_text": {"partial_rotary_factor": 0.5},
-    "glm4v_moe_text": {"partial_rotary_factor": 0.5},
-}
 # Their code returns the rotated features de-interleaved, `[evens | odds]`
 # (`apply_rotary_pos_emb_interleave`): a fixed order of the features, the same for queries and
 # keys, so the scores are those of interleaved pairs rotated in place.
@@ -41,14 +37,6 @@ def config_of(text_type):
         parameters = dict(_hf_config.read(config)["rope_parameters"])
         config["rope_parameters"] = {**parameters, **OVERRIDES[text_type]}
     return config
-
-
-def fixed_vectors(dim):
-    """The printer's vector and unit vectors."""
-    rng = np.random.default_rng(5)
-    units = rng.standard_normal((3, dim))
-    units /= np.linalg.norm(units, axis=1, keepdims=True)
-    return np.cos(0.7 * np.arange(dim) + 0.3), units
 
 
 def rotate(rope, vectors, positions):

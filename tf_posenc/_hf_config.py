@@ -634,7 +634,7 @@ def attention_layers(config):
         )
     parameters = _rope_parameters(config)
     per_type = bool(_nested_layer_types(config, parameters)) or "rope_local_base_freq" in config
-    rotating = _rotating_layers(config, types, parameters, per_type)
+    rotating = _rotating_layers(config, types, parameters)
     cross = set(config.get("cross_attention_layers") or ())  # Mllama's layers attending to the image
     window = _sliding_window(config)
     causal = not config.get("use_bidirectional_attention", False)
@@ -684,7 +684,7 @@ def attention_layers(config):
     ]
 
 
-def _rotating_layers(config, types, parameters, per_type):
+def _rotating_layers(config, types, parameters):
     """1 for each layer that rotates, 0 for one that does not, by its model type's rule."""
     model_type = config.get("model_type")
     if no_rotation(config) is not None:
@@ -709,11 +709,14 @@ def _rotating_layers(config, types, parameters, per_type):
                 "The config's `layer_rope_theta` must give each rotating layer the config's own "
                 f"`rope_theta` ({base}): tf_posenc reads one base per layer type. Received: {sorted(bases)}"
             )
+    # A layer type whose nested rope parameters are None does not rotate (Beam's full layers).
+    unrotated = (
+        *unrotated,
+        *(kind for kind in _nested_layer_types(config, parameters) if parameters[kind] is None),
+    )
     rotating = []
     for index, kind in enumerate(types):
         rotates = not (sliding_only and kind not in _SLIDING_TYPES) and kind not in unrotated
-        if per_type and _nested_layer_types(config, parameters) and parameters.get(kind, {}) is None:
-            rotates = False  # a layer type whose rope parameters are None
         if thetas is not None and not thetas[index]:
             rotates = False
         rotating.append(int(rotates))

@@ -183,11 +183,11 @@ def _limb_products(limbs):
     return products
 
 
-def _turns_fixed_point(frequency):
-    """`frequency / (2 * pi) mod 1` as an integer count of 2**-72 turns, rounded to nearest."""
+def _turns_fixed_point(frequency, bits=_LIMB_BITS * _FREQUENCY_LIMBS):
+    """`frequency / (2 * pi) mod 1` as an integer count of 2**-bits turns, rounded to nearest."""
     turns = Fraction(float(frequency)) / _TWO_PI
     turns -= math.floor(turns)
-    return round(turns * 2 ** (_LIMB_BITS * _FREQUENCY_LIMBS)) % 2 ** (_LIMB_BITS * _FREQUENCY_LIMBS)
+    return round(turns * 2**bits) % 2**bits
 
 
 @functools.lru_cache(maxsize=64)
@@ -553,11 +553,9 @@ def fraction_products(frequencies):
     """For float64 `frequencies` (a tuple), the frequency limbs that each of the seven limbs
     of `k` multiplies into each phase column: `(7, 14, d)` int32, `[i, c]` holding limb `c - i`
     of `F * 2**120` (least significant first), zero where there is none."""
-    bits = _LIMB_BITS * _FRACTION_FREQUENCY_LIMBS
     limbs = np.zeros((_FRACTION_FREQUENCY_LIMBS, len(frequencies)), np.int64)
     for column, frequency in enumerate(frequencies):
-        turns = Fraction(float(frequency)) / _TWO_PI
-        fixed = round((turns - math.floor(turns)) * 2**bits) % 2**bits
+        fixed = _turns_fixed_point(frequency, _LIMB_BITS * _FRACTION_FREQUENCY_LIMBS)
         for limb in range(_FRACTION_FREQUENCY_LIMBS):
             limbs[limb, column] = (fixed >> (_LIMB_BITS * limb)) % _LIMB
     products = np.zeros((_FRACTION_POSITION_LIMBS, _FRACTION_COLUMNS + 1, len(frequencies)), np.int32)

@@ -1,0 +1,19 @@
+"""What `print_transformers.py` measures with and `test_transformers_models.py` checks against:
+NumPy only, so that both environments import it."""
+
+import numpy as np
+
+# Values some config classes of transformers 5.25 leave unset in their defaults (their
+# checkpoints give them); the printer sets them, and the test reads the configs with them.
+OVERRIDES = {
+    "glm4v_text": {"partial_rotary_factor": 0.5},
+    "glm4v_moe_text": {"partial_rotary_factor": 0.5},
+}
+
+
+def fixed_vectors(dim):
+    """The vector rotated, and the three unit vectors its rotation is dotted with."""
+    rng = np.random.default_rng(5)
+    units = rng.standard_normal((3, dim))
+    units /= np.linalg.norm(units, axis=1, keepdims=True)
+    return np.cos(0.7 * np.arange(dim) + 0.3), units
