@@ -1,6 +1,6 @@
-"""The README's "Porting a Hugging Face decoder", run: its code block builds and loads the attention
-of tiny Llama, Gemma 3 and Phi-3 decoders (configs and weights in `port_weights`), and this module
-the rest of them (norms, MLPs, embeddings), as transformers 5.24's modeling code has them."""
+"""docs/porting.md's "Porting a Hugging Face decoder", run: its code block builds and loads the
+attention of tiny Llama, Gemma 3 and Phi-3 decoders (configs and weights in `port_weights`), and
+this module the rest of them (norms, MLPs, embeddings), as transformers 5.24's modeling code has them."""
 
 import pathlib
 import re
@@ -10,15 +10,15 @@ from keras import ops
 
 import tf_posenc
 
-README = pathlib.Path(__file__).parent.parent / "README.md"
+PAGE = pathlib.Path(__file__).parent.parent / "docs" / "porting.md"
 
 
-def readme_port():
-    """The names the README's port block defines."""
-    text = README.read_text(encoding="utf-8")
+def page_port():
+    """The names the page's port block defines."""
+    text = PAGE.read_text(encoding="utf-8")
     block = re.search(r"<!-- port -->\n```python\n(.*?)```", text, re.S).group(1)
     namespace = {}
-    exec(compile(block, "README.md (port)", "exec"), namespace)
+    exec(compile(block, "docs/porting.md (port)", "exec"), namespace)
     return namespace
 
 
@@ -27,7 +27,7 @@ class Port:
     cache_index)`: logits and the new cache."""
 
     def __init__(self, config, weights, port=None):
-        port = port or readme_port()
+        port = port or page_port()
         self.config = config
         self.gemma = config["model_type"].startswith("gemma")
         self.plan = tf_posenc.hf_attention_layers(config)

@@ -1,4 +1,4 @@
-"""The tiny random-weight decoders the README's port is tested with: their configs and weights,
+"""The tiny random-weight decoders the port of docs/porting.md is tested with: their configs and weights,
 made from a seed with NumPy alone (so the values transformers printed for them can be checked
 without torch). Weight names are transformers'; `(out, in)` matrices as `torch.nn.Linear` holds
 them."""

@@ -1387,8 +1387,8 @@ def test_window_biases_save_reload_serve_and_run_in_tf_keras(tmp_path):
 
 
 class PositionBiasedAttention(keras.layers.MultiHeadAttention):
-    """`MultiHeadAttention` whose scores take a position bias (as the README shows): the bias
-    of the call's positions, added in `_compute_attention`, Keras's hook for custom attention."""
+    """Keras's `MultiHeadAttention` whose scores take a position bias: the bias of the call's
+    positions, added in `_compute_attention`, Keras's hook for custom attention."""
 
     def __init__(self, position_bias, **kwargs):
         super().__init__(**kwargs)

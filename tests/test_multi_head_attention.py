@@ -294,18 +294,6 @@ def backend_outputs(layer, compiled=lambda function: function, as_tensor=lambda 
     return {name: keras.ops.convert_to_numpy(value) for name, value in outputs.items()}
 
 
-@pytest.mark.slow
-def test_readme_attention_example_runs():
-    import pathlib
-    import re
-
-    text = (pathlib.Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"<!-- attention-example -->\n```python\n(.*?)```", text, re.S).group(1)
-    namespace = {}
-    exec(compile(block, "README.md (attention example)", "exec"), namespace)
-    assert namespace["generated"].shape == (1, 11)
-
-
 def test_packed_documents_attend_within_their_segment():
     from tf_posenc import positions_from_segment_ids
 

@@ -7,6 +7,7 @@ import pytest
 
 from tf_posenc import (
     plot_axial_angles,
+    plot_pair_rotation,
     plot_patch_encoding,
     plot_positional_encoding,
     plot_similarity,
@@ -57,6 +58,36 @@ def test_similarity_depends_on_distance_only():
 def test_similarity_rejects_reference_outside_range():
     with pytest.raises(ValueError, match=r"`reference_positions` must be in \[0, position\)"):
         plot_similarity(10, 8, reference_positions=(10,))
+
+
+def test_pairs_go_round_the_unit_circle_and_a_shift_turns_each_by_one_angle():
+    figure = plot_pair_rotation(40, 64, pairs=(0, 8), shift=5)
+    for ax, rate in zip(figure.axes[:2], (1.0, 0.1), strict=True):
+        points = ax.collections[0].get_offsets()
+        angles = np.arctan2(points[:, 1], points[:, 0])
+        np.testing.assert_allclose(np.hypot(points[:, 0], points[:, 1]), 1.0, atol=1e-12)
+        turns = np.angle(np.exp(1j * (np.diff(angles) - rate)))
+        np.testing.assert_allclose(turns, 0.0, atol=1e-12)  # the same turn from each position to the next
+        arrows = [text for text in ax.texts if text.arrow_patch is not None]
+        assert len(arrows) == 3
+        for start, arrow in enumerate(arrows):
+            end_angle = np.arctan2(arrow.xy[1], arrow.xy[0]) - angles[start]
+            assert np.angle(np.exp(1j * (end_angle - 5 * rate))) == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        pytest.param({"d_model": 7}, "`d_model` must be even", id="odd-width"),
+        pytest.param(
+            {"pairs": (32,)}, r"`pairs` must be an integer in \[0, d_model // 2\)", id="pair-past-the-width"
+        ),
+        pytest.param({"shift": 0}, "`shift` must be a positive integer", id="zero-shift"),
+    ],
+)
+def test_pair_rotation_refuses_bad_arguments(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        plot_pair_rotation(**{"position": 10, "d_model": 64, **arguments})
 
 
 def test_plot_command_writes_png(tmp_path):

@@ -1,4 +1,4 @@
-"""The README's port of a Hugging Face decoder (`port_model`), against transformers' own logits.
+"""The port of a Hugging Face decoder in docs/porting.md (`port_model`), against transformers' own logits.
 
 Tiny random-weight Llama (llama3 scaling, grouped-query attention) and Gemma 3 (two rope types,
 a sliding window of 4 crossed by a 10-token sequence) from `port_weights`; CI needs no torch."""
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from keras import ops
-from port_model import Port, readme_port
+from port_model import Port, page_port
 from port_weights import GEMMA3, LLAMA, PHI3, TOKENS, weights
 from test_attention import PLAN_CONFIGS, TINY
 
@@ -769,7 +769,7 @@ SLOTS = 16
 
 @pytest.fixture(scope="module")
 def port():
-    return readme_port()
+    return page_port()
 
 
 @pytest.mark.parametrize("family", CONFIGS)

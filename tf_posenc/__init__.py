@@ -66,6 +66,7 @@ from tf_posenc.packing import (
 )
 from tf_posenc.plotting import (
     plot_axial_angles,
+    plot_pair_rotation,
     plot_patch_encoding,
     plot_positional_encoding,
     plot_similarity,
@@ -98,6 +99,7 @@ __all__ = [
     "interpolate_position_embeddings",
     "mrope_positions",
     "plot_axial_angles",
+    "plot_pair_rotation",
     "plot_patch_encoding",
     "plot_positional_encoding",
     "plot_similarity",

@@ -87,7 +87,7 @@ def _language_model_type(config, language):
     if model_type not in MODEL_TYPES:
         raise ValueError(
             "`model_type` must be a model type of transformers 5.25 whose language model rotates "
-            "queries and keys (the README lists them). Received: "
+            "queries and keys (docs/porting.md lists them). Received: "
             f"model_type={model_type!r}, which tf_posenc has no rules for"
         )
     language_type = _hf_defaults.TEXT_MODEL_TYPES.get(model_type, model_type)

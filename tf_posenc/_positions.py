@@ -478,8 +478,8 @@ def positions_from_mask(mask):
 
     Example:
 
-    >>> keras.ops.convert_to_numpy(positions_from_mask([[False, False, True, True, True]]))
-    array([[0, 0, 0, 1, 2]], dtype=int32)
+        >>> keras.ops.convert_to_numpy(positions_from_mask([[False, False, True, True, True]]))
+        array([[0, 0, 0, 1, 2]], dtype=int32)
     """
     mask = ops.convert_to_tensor(mask)
     if len(mask.shape) != 2:

@@ -3,7 +3,8 @@
 Every layer computes its rows here (`rows`), in eager calls, `tf.function`, XLA, SavedModels,
 TensorFlow Lite, ONNX and `tf.distribute` replicas alike, so they all get the same numbers. The
 route is written in `keras.ops`, so the JAX backend runs the same steps (in int32 and float32,
-without JAX's 64-bit mode). The README links here: this docstring is the one description.
+without JAX's 64-bit mode). The documentation's Numerics page shows this docstring: it is the
+one description.
 
 1. **Phase, exactly, in integers.** A column's angle is `p * w`, and only its fraction of a
    turn, `p * w / (2 * pi) mod 1`, matters. Each column's turns per position are kept as a
@@ -119,7 +120,7 @@ def row_error_bound(dtype="float32"):
     """The bound of |row entry - exact value| for rows in `dtype`: one unit of the dtype in
     [0.5, 1) (2**-24 for float32), of which the final rounding takes half and the route's own
     error 2**-12; for float64, which keeps the route's two parts, the route's error. The
-    docstring's table, the README and the tests use this bound."""
+    docstring's table, the documentation and the tests use this bound."""
     bits = _SIGNIFICANT_BITS[keras.backend.standardize_dtype(dtype)]
     return max(2.0**-bits, _ROUTE_ERROR)
 

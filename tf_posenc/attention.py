@@ -96,10 +96,10 @@ def attention_mask(
 
     Example:
 
-    >>> # Step 2 of a decoding over a cache of 4 slots, with a window of 2.
-    >>> mask = attention_mask([2], [0, 1, 2, 3], sliding_window=2, key_mask=[1, 1, 1, 0])
-    >>> keras.ops.convert_to_numpy(mask).astype(int)
-    array([[[0, 1, 1, 0]]])
+        >>> # Step 2 of a decoding over a cache of 4 slots, with a window of 2.
+        >>> mask = attention_mask([2], [0, 1, 2, 3], sliding_window=2, key_mask=[1, 1, 1, 0])
+        >>> keras.ops.convert_to_numpy(mask).astype(int)
+        array([[[0, 1, 1, 0]]])
     """
     _validation.boolean("causal", causal)
     if sliding_window is not None:
@@ -212,9 +212,9 @@ def attention_temperature(positions, floor_scale, attn_scale, offset=1):
 
     Example:
 
-    >>> scale = attention_temperature([0, 8190, 8191, 3 * 8192 - 1], 8192, 0.1)
-    >>> [round(float(value), 6) for value in keras.ops.convert_to_numpy(scale)]
-    [1.0, 1.0, 1.069315, 1.138629]
+        >>> scale = attention_temperature([0, 8190, 8191, 3 * 8192 - 1], 8192, 0.1)
+        >>> [round(float(value), 6) for value in keras.ops.convert_to_numpy(scale)]
+        [1.0, 1.0, 1.069315, 1.138629]
     """
     floor_scale = _validation.number_at_least("floor_scale", floor_scale, 0, strict=True)
     attn_scale = _validation.number_at_least("attn_scale", attn_scale, float("-inf"))
@@ -267,7 +267,7 @@ def hf_attention_layers(config, **kwargs):
     Decides per layer what transformers 5.25's modules decide, from the config alone (a
     `config.json` as a dict, its path, the checkpoint folder holding it, or a transformers
     config object), for every model type of transformers 5.25 whose language model rotates its
-    queries and keys (the README lists them, and the ones refused with the mechanism they need):
+    queries and keys (docs/porting.md lists them, and the ones refused with the mechanism they need):
 
     * the layer types: `layer_types`, or where the config omits it the default its model's
       config class derives (Gemma 2 alternates; Gemma 3 takes `sliding_window_pattern`,
@@ -300,16 +300,16 @@ def hf_attention_layers(config, **kwargs):
 
     Example:
 
-    >>> config = {"model_type": "gemma3_text", "num_hidden_layers": 3, "head_dim": 16,
-    ...           "sliding_window": 512, "layer_types": ["sliding_attention"] * 2 + ["full_attention"],
-    ...           "rope_parameters": {
-    ...               "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-    ...               "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}}
-    >>> plan = hf_attention_layers(config)
-    >>> [(layer.rope.max_wavelength, layer.sliding_window) for layer in plan]
-    [(10000.0, 512), (10000.0, 512), (1000000.0, None)]
-    >>> plan[0].rope is plan[1].rope
-    True
+        >>> config = {"model_type": "gemma3_text", "num_hidden_layers": 3, "head_dim": 16,
+        ...           "sliding_window": 512, "layer_types": ["sliding_attention"] * 2 + ["full_attention"],
+        ...           "rope_parameters": {
+        ...               "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        ...               "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}}
+        >>> plan = hf_attention_layers(config)
+        >>> [(layer.rope.max_wavelength, layer.sliding_window) for layer in plan]
+        [(10000.0, 512), (10000.0, 512), (1000000.0, None)]
+        >>> plan[0].rope is plan[1].rope
+        True
     """
     from tf_posenc.layers import RotaryEmbedding  # the layers sit above this module
 

@@ -55,8 +55,8 @@ def get_angles(position, i, d_model, max_wavelength=10000):
 
     Example:
 
-    >>> get_angles(np.arange(3)[:, np.newaxis], np.arange(4)[np.newaxis, :], 4).round(2).tolist()
-    [[0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.01, 0.01], [2.0, 2.0, 0.02, 0.02]]
+        >>> get_angles(np.arange(3)[:, np.newaxis], np.arange(4)[np.newaxis, :], 4).round(2).tolist()
+        [[0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.01, 0.01], [2.0, 2.0, 0.02, 0.02]]
     """
     d_model = _validation.positive_int("d_model", d_model)
     max_wavelength = _validation.wavelength("max_wavelength", max_wavelength)
@@ -114,10 +114,10 @@ def sincos_2d(embed_dim, grid_size, cls_token=False, *, base_size=None, interpol
 
     Example:
 
-    >>> sincos_2d(8, 2, cls_token=True).shape
-    (5, 8)
-    >>> sincos_2d(8, (2, 3), base_size=16).shape
-    (6, 8)
+        >>> sincos_2d(8, 2, cls_token=True).shape
+        (5, 8)
+        >>> sincos_2d(8, (2, 3), base_size=16).shape
+        (6, 8)
     """
     embed_dim = _validation.multiple_of("embed_dim", embed_dim, 4, _validation.GRID_2D_WIDTH)
     height, width = _validation.grid_shape("grid_size", grid_size, 2)
@@ -155,8 +155,8 @@ def sincos_3d(
 
     Example:
 
-    >>> sincos_3d(64, (3, 2), 4).shape
-    (4, 6, 64)
+        >>> sincos_3d(64, (3, 2), 4).shape
+        (4, 6, 64)
     """
     embed_dim = _validation.multiple_of("embed_dim", embed_dim, 16, _validation.GRID_3D_WIDTH)
     width, height = _validation.grid_shape("spatial_size", spatial_size, 2)
@@ -189,10 +189,10 @@ def grid_positions(grid, offset=0):
 
     Example:
 
-    >>> grid_positions((2, 3)).tolist()
-    [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]]
-    >>> grid_positions((1, 2, 2), offset=(0, 4, 4))[:2].tolist()
-    [[0, 4, 4], [0, 4, 5]]
+        >>> grid_positions((2, 3)).tolist()
+        [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]]
+        >>> grid_positions((1, 2, 2), offset=(0, 4, 4))[:2].tolist()
+        [[0, 4, 4], [0, 4, 5]]
     """
     if not isinstance(grid, (tuple, list)) or not grid:
         raise ValueError(f"`grid` must be a tuple of positive integers. {_validation.received('grid', grid)}")
@@ -240,9 +240,9 @@ def positional_encoding(
 
     Example:
 
-    >>> table = positional_encoding(50, 512)
-    >>> table.shape
-    TensorShape([1, 50, 512])
+        >>> table = positional_encoding(50, 512)
+        >>> table.shape
+        TensorShape([1, 50, 512])
     """
     position = _validation.positive_int("position", position, maximum=_validation.MAX_POSITION)
     d_model = _validation.positive_int("d_model", d_model)
@@ -283,9 +283,9 @@ def shift_matrix(k, d_model, max_wavelength=10000, layout="interleave"):
 
     Example:
 
-    >>> table = positional_encoding(10, 4, dtype="float64").numpy()[0]
-    >>> bool(np.allclose(shift_matrix(3, 4) @ table[2], table[5]))
-    True
+        >>> table = positional_encoding(10, 4, dtype="float64").numpy()[0]
+        >>> bool(np.allclose(shift_matrix(3, 4) @ table[2], table[5]))
+        True
     """
     is_int = isinstance(k, (int, np.integer)) and not isinstance(k, bool)
     if not is_int:

@@ -144,9 +144,9 @@ def interpolate_position_embeddings(
 
     Example:
 
-    >>> table = keras.ops.ones((1, 1 + 14 * 14, 8))
-    >>> tuple(interpolate_position_embeddings(table, (16, 20)).shape)
-    (1, 321, 8)
+        >>> table = keras.ops.ones((1, 1 + 14 * 14, 8))
+        >>> tuple(interpolate_position_embeddings(table, (16, 20)).shape)
+        (1, 321, 8)
     """
     num_prefix_tokens, convention, antialias = checked_options(num_prefix_tokens, convention, antialias)
     height, width = _target_grid(target_grid)

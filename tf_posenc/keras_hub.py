@@ -44,10 +44,12 @@ class SmolLM3Rotary(keras.layers.Layer):
 
     Example:
 
-    >>> layer = SmolLM3Rotary(rope_theta=2e6, partial_rotary_factor=1.0, head_dim=8, attention_scaling=1.0)
-    >>> cos, sin = layer(keras.ops.zeros((2, 5, 8)), start_index=3)
-    >>> tuple(cos.shape)
-    (2, 5, 8)
+        >>> layer = SmolLM3Rotary(
+        ...     rope_theta=2e6, partial_rotary_factor=1.0, head_dim=8, attention_scaling=1.0
+        ... )
+        >>> cos, sin = layer(keras.ops.zeros((2, 5, 8)), start_index=3)
+        >>> tuple(cos.shape)
+        (2, 5, 8)
     """
 
     def __init__(self, rope_theta, partial_rotary_factor, head_dim, attention_scaling, **kwargs):
@@ -199,12 +201,12 @@ def exact_rotary(model, strict=True):
 
     Example:
 
-    >>> import keras_hub
-    >>> backbone = keras_hub.models.LlamaBackbone(vocabulary_size=16, num_layers=1,
-    ...     num_query_heads=2, hidden_dim=16, intermediate_dim=16, num_key_value_heads=1)
-    >>> backbone = exact_rotary(backbone)
-    >>> type(backbone.transformer_layers[0]._self_attention_layer.rotary_embedding_layer).__name__
-    'RotaryEmbedding'
+        >>> import keras_hub
+        >>> backbone = keras_hub.models.LlamaBackbone(vocabulary_size=16, num_layers=1,
+        ...     num_query_heads=2, hidden_dim=16, intermediate_dim=16, num_key_value_heads=1)
+        >>> backbone = exact_rotary(backbone)
+        >>> type(backbone.transformer_layers[0]._self_attention_layer.rotary_embedding_layer).__name__
+        'RotaryEmbedding'
     """
     if not isinstance(strict, bool):
         raise ValueError(f"`strict` must be a boolean. Received: strict={strict!r}")

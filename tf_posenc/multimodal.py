@@ -70,12 +70,12 @@ def mrope_positions(
 
     Example:
 
-    >>> types = [[0, 0, 1, 1, 1, 1, 0]]  # two text tokens, a 1 x 4 x 4 image merged 2 x 2, text
-    >>> positions, deltas = mrope_positions(types, image_grid_thw=[[1, 4, 4]])
-    >>> positions[:, 0].tolist()
-    [[0, 1, 2, 2, 2, 2, 4], [0, 1, 2, 2, 3, 3, 4], [0, 1, 2, 3, 2, 3, 4]]
-    >>> deltas.tolist()
-    [[-2]]
+        >>> types = [[0, 0, 1, 1, 1, 1, 0]]  # two text tokens, a 1 x 4 x 4 image merged 2 x 2, text
+        >>> positions, deltas = mrope_positions(types, image_grid_thw=[[1, 4, 4]])
+        >>> positions[:, 0].tolist()
+        [[0, 1, 2, 2, 2, 2, 4], [0, 1, 2, 2, 3, 3, 4], [0, 1, 2, 3, 2, 3, 4]]
+        >>> deltas.tolist()
+        [[-2]]
     """
     token_types = np.asarray(token_types)
     if token_types.ndim != 2 or not np.issubdtype(token_types.dtype, np.integer):

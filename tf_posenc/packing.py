@@ -61,8 +61,8 @@ def positions_from_segment_ids(segment_ids):
 
     Example:
 
-    >>> keras.ops.convert_to_numpy(positions_from_segment_ids([[1, 1, 1, 2, 2, 0, 0]]))
-    array([[0, 1, 2, 0, 1, 0, 0]], dtype=int32)
+        >>> keras.ops.convert_to_numpy(positions_from_segment_ids([[1, 1, 1, 2, 2, 0, 0]]))
+        array([[0, 1, 2, 0, 1, 0, 0]], dtype=int32)
     """
     segment_ids = checked_segment_ids(segment_ids)
     index = _column_index(segment_ids)
@@ -89,12 +89,12 @@ def segment_attention_mask(segment_ids, causal=False):
 
     Example:
 
-    >>> mask = segment_attention_mask([[1, 1, 2, 0]])
-    >>> keras.ops.convert_to_numpy(mask)[0].astype(int)
-    array([[1, 1, 0, 0],
-           [1, 1, 0, 0],
-           [0, 0, 1, 0],
-           [0, 0, 0, 0]])
+        >>> mask = segment_attention_mask([[1, 1, 2, 0]])
+        >>> keras.ops.convert_to_numpy(mask)[0].astype(int)
+        array([[1, 1, 0, 0],
+               [1, 1, 0, 0],
+               [0, 0, 1, 0],
+               [0, 0, 0, 0]])
     """
     _validation.boolean("causal", causal)
     segment_ids = checked_segment_ids(segment_ids)
@@ -139,8 +139,8 @@ def context_parallel_positions(seq_len, shard_index, num_shards, scheme="zigzag"
 
     Example:
 
-    >>> context_parallel_positions(8, 1, num_shards=2)
-    array([2, 3, 4, 5], dtype=int32)
+        >>> context_parallel_positions(8, 1, num_shards=2)
+        array([2, 3, 4, 5], dtype=int32)
     """
     seq_len, num_shards, scheme, chunk = _check_split(seq_len, num_shards, scheme)
     if isinstance(shard_index, numbers.Integral) and not isinstance(shard_index, bool):
@@ -173,8 +173,8 @@ def context_parallel_order(seq_len, num_shards, scheme="zigzag"):
 
     Example:
 
-    >>> context_parallel_order(8, num_shards=2)
-    array([0, 1, 6, 7, 2, 3, 4, 5], dtype=int32)
+        >>> context_parallel_order(8, num_shards=2)
+        array([0, 1, 6, 7, 2, 3, 4, 5], dtype=int32)
     """
     seq_len, num_shards, scheme, _ = _check_split(seq_len, num_shards, scheme)
     shards = [context_parallel_positions(seq_len, shard, num_shards, scheme) for shard in range(num_shards)]

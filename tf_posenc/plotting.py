@@ -1,4 +1,5 @@
-"""Pictures of the encoding: the position x depth heatmap and similarity against distance.
+"""Pictures of the encoding: the position x depth heatmap, similarity against distance, pairs of
+columns going round the unit circle, and the grids' tables.
 
 matplotlib is the optional `plot` extra (`pip install "tf_posenc[plot]"`); it is imported
 only when a plot is asked for.
@@ -51,10 +52,10 @@ def plot_positional_encoding(
 
     Example:
 
-    >>> figure = plot_positional_encoding(50, 512)
-    >>> figure.axes[0].get_xlabel()
-    'Depth: column c of the encoding'
-    >>> figure.savefig("pe.png")  # doctest: +SKIP
+        >>> figure = plot_positional_encoding(50, 512)
+        >>> figure.axes[0].get_xlabel()
+        'Depth: column c of the encoding'
+        >>> figure.savefig("pe.png")  # doctest: +SKIP
     """
     table = encoding.positional_encoding(
         position, d_model, max_wavelength=max_wavelength, layout=layout, convention=convention
@@ -89,9 +90,9 @@ def plot_similarity(position, d_model, ax=None, max_wavelength=10000, reference_
 
     Example:
 
-    >>> figure = plot_similarity(128, 64, reference_positions=(0, 60))
-    >>> [line.get_label() for line in figure.axes[0].lines][1:]
-    ['PE(0) . PE(0 + k)', 'PE(60) . PE(60 + k)']
+        >>> figure = plot_similarity(128, 64, reference_positions=(0, 60))
+        >>> [line.get_label() for line in figure.axes[0].lines][1:]
+        ['PE(0) . PE(0 + k)', 'PE(60) . PE(60 + k)']
     """
     position = _validation.positive_int("position", position)
     d_model = _validation.positive_int("d_model", d_model)
@@ -120,6 +121,79 @@ def plot_similarity(position, d_model, ax=None, max_wavelength=10000, reference_
     ax.set_ylabel("Dot product PE(p) . PE(p + k)")
     ax.set_title(f"Similarity of encodings against their shift (d_model={d_model})")
     ax.legend()
+    return figure
+
+
+def plot_pair_rotation(position, d_model, pairs=None, max_wavelength=10000, shift=None):
+    """Draws pairs of columns `(PE(pos, 2j), PE(pos, 2j + 1))` going round the unit circle.
+
+    Pair `j` of the paper's encoding is `(sin(pos * w_j), cos(pos * w_j))`: a point on the unit
+    circle at angle `pos * w_j`, which turns by `w_j` from each position to the next. A fast
+    pair goes round many times over the positions, a slow one barely moves. Moving every point
+    by `shift` positions turns it by the same angle `shift * w_j` wherever it is (the paper's
+    `T(k)`), and that angle is what RoPE turns a query's or a key's pair by at position `shift`.
+
+    Args:
+        position: Integer. Positions 0 .. position - 1 are drawn, coloured by position.
+        d_model: Integer. Width of the encoding; an even number.
+        pairs: Optional sequence of pair indices `j < d_model // 2`, one panel each. Defaults to
+            the fastest pair and one a quarter of the way down (`(0, d_model // 8)`).
+        max_wavelength: Number. The base of the wavelengths. Defaults to `10000`.
+        shift: Optional positive integer `k`: an arrow from each of positions 0, 1, 2 to the same
+            position plus `k`, the same turn for all three. Defaults to `None` (no arrows).
+
+    Returns:
+        The matplotlib `Figure` holding one panel per pair.
+
+    Example:
+
+        >>> figure = plot_pair_rotation(40, 64, pairs=(0, 8), shift=3)
+        >>> [ax.get_title() for ax in figure.axes[:2]]
+        ['pair 0: w = 1 rad per position', 'pair 8: w = 0.1 rad per position']
+    """
+    position = _validation.positive_int("position", position)
+    d_model = _validation.positive_int("d_model", d_model)
+    if d_model % 2:
+        raise ValueError(
+            f"`d_model` must be even: its columns are drawn in pairs. Received: d_model={d_model}"
+        )
+    pairs = tuple(pairs) if pairs is not None else (0, d_model // 8)
+    for pair in pairs:
+        if not (isinstance(pair, (int, np.integer)) and 0 <= pair < d_model // 2):
+            raise ValueError(
+                f"Every entry of `pairs` must be an integer in [0, d_model // 2). Received: pairs={pairs!r} "
+                f"with d_model={d_model}"
+            )
+    if shift is not None:
+        shift = _validation.positive_int("shift", shift)
+    rows = encoding.sinusoids(np.arange(position), d_model, max_wavelength, layout="interleave")
+    rates = _columns.frequencies(d_model, max_wavelength)
+    plt = _pyplot()
+    figure, axes = plt.subplots(
+        1, len(pairs), figsize=(4.2 * len(pairs), 4.2), layout="constrained", squeeze=False
+    )
+    circle = np.linspace(0, 2 * np.pi, 256)
+    for ax, pair in zip(axes[0], pairs, strict=True):
+        sines, cosines = rows[:, 2 * pair], rows[:, 2 * pair + 1]
+        ax.plot(np.cos(circle), np.sin(circle), color="0.85", linewidth=1)
+        points = ax.scatter(cosines, sines, c=np.arange(position), cmap="viridis", s=16, zorder=2)
+        for start in range(min(3, position)):
+            ax.annotate(str(start), (cosines[start], sines[start]), textcoords="offset points", xytext=(5, 3))
+            if shift is not None:
+                end = np.array([np.cos((start + shift) * rates[pair]), np.sin((start + shift) * rates[pair])])
+                ax.annotate(
+                    "",
+                    end,
+                    (cosines[start], sines[start]),
+                    arrowprops={"arrowstyle": "->", "color": "tab:red"},
+                )
+        ax.set_title(f"pair {pair}: w = {rates[pair]:.3g} rad per position")
+        ax.set_aspect("equal")
+        ax.set_xlim(-1.3, 1.3)
+        ax.set_ylim(-1.3, 1.3)
+        ax.set_xlabel(f"PE(pos, {2 * pair + 1}) = cos(pos w)")
+        ax.set_ylabel(f"PE(pos, {2 * pair}) = sin(pos w)")
+    figure.colorbar(points, ax=axes[0].tolist(), label="position pos", shrink=0.8)
     return figure
 
 
@@ -172,9 +246,9 @@ def plot_patch_encoding(
 
     Example:
 
-    >>> figure = plot_patch_encoding(14, 64)
-    >>> [ax.get_title() for ax in figure.axes[:4]]
-    ['column 0', 'column 16', 'column 32', 'column 48']
+        >>> figure = plot_patch_encoding(14, 64)
+        >>> [ax.get_title() for ax in figure.axes[:4]]
+        ['column 0', 'column 16', 'column 32', 'column 48']
     """
     table = encoding.sincos_2d(
         d_model, grid_size, base_size=base_size, interpolation_scale=interpolation_scale
@@ -214,9 +288,9 @@ def plot_video_encoding(spatial_size, temporal_size, d_model, columns=None, fram
 
     Example:
 
-    >>> figure = plot_video_encoding((6, 4), 3, 32)
-    >>> [ax.get_title() for ax in figure.axes[:3]]
-    ['column 0, frame 0', 'column 0, frame 1', 'column 0, frame 2']
+        >>> figure = plot_video_encoding((6, 4), 3, 32)
+        >>> [ax.get_title() for ax in figure.axes[:3]]
+        ['column 0, frame 0', 'column 0, frame 1', 'column 0, frame 2']
     """
     table = encoding.sincos_3d(d_model, spatial_size, temporal_size)
     columns = [0, d_model // 4, 5 * d_model // 8] if columns is None else list(columns)
@@ -246,9 +320,9 @@ def plot_axial_angles(axes_dim, grid, pairs=None, max_wavelength=10000, cmap="tw
 
     Example:
 
-    >>> figure = plot_axial_angles((16, 16), (8, 8))
-    >>> [ax.get_title() for ax in figure.axes[:4]]
-    ['pair 0 (axis 0)', 'pair 1 (axis 0)', 'pair 8 (axis 1)', 'pair 9 (axis 1)']
+        >>> figure = plot_axial_angles((16, 16), (8, 8))
+        >>> [ax.get_title() for ax in figure.axes[:4]]
+        ['pair 0 (axis 0)', 'pair 1 (axis 0)', 'pair 8 (axis 1)', 'pair 9 (axis 1)']
     """
     if len(grid) == 3 and grid[0] != 1 or len(grid) not in (2, 3):
         raise ValueError(f"`grid` must be (height, width) or (1, height, width). Received: grid={list(grid)}")

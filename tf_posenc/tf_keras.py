@@ -9,12 +9,12 @@ makes these the top-level names).
 
 Example:
 
->>> queries = tf_keras.Input((None, 8, 64))
->>> RotaryEmbedding()(queries).shape
-TensorShape([None, None, 8, 64])
->>> tokens = tf_keras.Input((None,), dtype="int32")
->>> PositionalEmbedding(8000, 512, position=1024, mask_zero=True)(tokens).shape
-TensorShape([None, None, 512])
+    >>> queries = tf_keras.Input((None, 8, 64))
+    >>> RotaryEmbedding()(queries).shape
+    TensorShape([None, None, 8, 64])
+    >>> tokens = tf_keras.Input((None,), dtype="int32")
+    >>> PositionalEmbedding(8000, 512, position=1024, mask_zero=True)(tokens).shape
+    TensorShape([None, None, 512])
 """
 
 import keras
@@ -91,8 +91,8 @@ def hf_attention_layers(config, **kwargs):
 
     Example:
 
-    >>> plan = hf_attention_layers({"num_hidden_layers": 2, "head_dim": 16})
-    >>> type(plan[0].rope).__module__, plan[0].rope is plan[1].rope
-    ('tf_posenc.tf_keras', True)
+        >>> plan = hf_attention_layers({"num_hidden_layers": 2, "head_dim": 16})
+        >>> type(plan[0].rope).__module__, plan[0].rope is plan[1].rope
+        ('tf_posenc.tf_keras', True)
     """
     return attention.attention_layers_with(RotaryEmbedding, config, **kwargs)  # noqa: F821 (made above)

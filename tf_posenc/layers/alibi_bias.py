@@ -98,15 +98,15 @@ class AlibiBias(AlibiBiasMixin, PositionLayer):
 
     Example:
 
-    >>> layer = AlibiBias()
-    >>> scores = keras.ops.zeros((1, 8, 1, 3))
-    >>> [float(value) for value in keras.ops.convert_to_numpy(layer(scores))[0, 1, 0]]
-    [-0.5, -0.25, 0.0]
-    >>> AlibiBias(num_heads=8).bias([2], [0, 1, 2]).shape  # a decoding step at position 2
-    TensorShape([1, 8, 1, 3])
-    >>> encoder = AlibiBias(num_heads=8, bidirectional=True)
-    >>> [float(value) for value in keras.ops.convert_to_numpy(encoder.bias([1], [0, 1, 2]))[0, 1, 0]]
-    [-0.25, 0.0, -0.25]
+        >>> layer = AlibiBias()
+        >>> scores = keras.ops.zeros((1, 8, 1, 3))
+        >>> [float(value) for value in keras.ops.convert_to_numpy(layer(scores))[0, 1, 0]]
+        [-0.5, -0.25, 0.0]
+        >>> AlibiBias(num_heads=8).bias([2], [0, 1, 2]).shape  # a decoding step at position 2
+        TensorShape([1, 8, 1, 3])
+        >>> encoder = AlibiBias(num_heads=8, bidirectional=True)
+        >>> [float(value) for value in keras.ops.convert_to_numpy(encoder.bias([1], [0, 1, 2]))[0, 1, 0]]
+        [-0.25, 0.0, -0.25]
 
     References:
         [Press et al., 2021](https://arxiv.org/abs/2108.12409)

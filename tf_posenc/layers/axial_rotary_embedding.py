@@ -251,11 +251,11 @@ class AxialRotaryEmbedding(AxialRotaryEmbeddingMixin, SinusoidLayer):
 
     Example:
 
-    >>> from tf_posenc import grid_positions
-    >>> layer = AxialRotaryEmbedding((16, 56, 56), layout="interleave")
-    >>> ids = grid_positions((1, 2, 3))  # FLUX's (0, row, column) image ids
-    >>> tuple(layer(keras.ops.ones((1, 6, 24, 128)), positions=ids).shape)
-    (1, 6, 24, 128)
+        >>> from tf_posenc import grid_positions
+        >>> layer = AxialRotaryEmbedding((16, 56, 56), layout="interleave")
+        >>> ids = grid_positions((1, 2, 3))  # FLUX's (0, row, column) image ids
+        >>> tuple(layer(keras.ops.ones((1, 6, 24, 128)), positions=ids).shape)
+        (1, 6, 24, 128)
 
     References:
         [Black Forest Labs, FLUX](https://github.com/black-forest-labs/flux)

@@ -147,13 +147,13 @@ class LearnedPatchPositionEmbedding(LearnedPatchPositionEmbeddingMixin, Position
 
     Example:
 
-    >>> layer = LearnedPatchPositionEmbedding(grid_size=14, d_model=32)
-    >>> tokens = keras.ops.zeros((2, 1 + 16 * 20, 32))  # a class token and a 16 x 20 grid
-    >>> tuple(layer(tokens, grid=(16, 20)).shape)
-    (2, 321, 32)
-    >>> patches = keras.Input((None, None, 32))  # any image size
-    >>> keras.Model(patches, layer(patches)).output_shape
-    (None, None, None, 32)
+        >>> layer = LearnedPatchPositionEmbedding(grid_size=14, d_model=32)
+        >>> tokens = keras.ops.zeros((2, 1 + 16 * 20, 32))  # a class token and a 16 x 20 grid
+        >>> tuple(layer(tokens, grid=(16, 20)).shape)
+        (2, 321, 32)
+        >>> patches = keras.Input((None, None, 32))  # any image size
+        >>> keras.Model(patches, layer(patches)).output_shape
+        (None, None, None, 32)
 
     References:
         [Dosovitskiy et al., 2020](https://arxiv.org/abs/2010.11929)

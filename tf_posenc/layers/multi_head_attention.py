@@ -389,11 +389,12 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
     positions here, not the indices. transformers' rule, which `tf_posenc.attention_mask` follows,
     keeps `q - W < k <= q`: the same keys for a causal layer.
 
+    Keras's arguments come first, with Keras's meaning (`num_heads`, `key_dim`, `value_dim`,
+    `dropout`, `use_bias`, `output_shape`, `attention_axes`, `sliding_window`, `flash_attention`,
+    the initializers, regularizers and constraints, `use_gate`, `seed`); the new ones are
+    keyword-only.
+
     Args:
-        num_heads, key_dim, value_dim, dropout, use_bias, output_shape, attention_axes,
-            sliding_window, flash_attention, kernel_initializer, bias_initializer,
-            kernel_regularizer, bias_regularizer, activity_regularizer, kernel_constraint,
-            bias_constraint, use_gate, seed: Keras's arguments, with Keras's meaning.
         rope: Optional `RotaryEmbedding`: rotates each head's queries and keys at their
             positions. Defaults to `None`.
         position_bias: Optional `AlibiBias` or `RelativePositionBias`: its bias of the query and
@@ -430,15 +431,15 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
 
     Example:
 
-    >>> import tf_posenc
-    >>> layer = MultiHeadAttention(num_heads=2, key_dim=8, rope=tf_posenc.RotaryEmbedding())
-    >>> x = keras.ops.ones((1, 5, 16))
-    >>> tuple(layer(x, x, use_causal_mask=True).shape)
-    (1, 5, 16)
-    >>> cache = keras.ops.zeros((1, 2, 8, 2, 8))
-    >>> output, cache = layer(x[:, :1], x[:, :1], cache=cache, cache_update_index=5, use_causal_mask=True)
-    >>> tuple(output.shape), tuple(cache.shape)
-    ((1, 1, 16), (1, 2, 8, 2, 8))
+        >>> import tf_posenc
+        >>> layer = MultiHeadAttention(num_heads=2, key_dim=8, rope=tf_posenc.RotaryEmbedding())
+        >>> x = keras.ops.ones((1, 5, 16))
+        >>> tuple(layer(x, x, use_causal_mask=True).shape)
+        (1, 5, 16)
+        >>> cache = keras.ops.zeros((1, 2, 8, 2, 8))
+        >>> output, cache = layer(x[:, :1], x[:, :1], cache=cache, cache_update_index=5, use_causal_mask=True)
+        >>> tuple(output.shape), tuple(cache.shape)
+        ((1, 1, 16), (1, 2, 8, 2, 8))
     """
 
     _head_dim_name = "key_dim"
@@ -543,13 +544,14 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
     `num_key_value_heads` heads, `(batch, 2, slots, num_key_value_heads, head_dim)`, and keys
     rotate before they are repeated for the query heads.
 
+    Keras's arguments come first, with Keras's meaning (`head_dim`, `num_query_heads`,
+    `num_key_value_heads`, `dropout`, `use_bias`, `sliding_window`, `flash_attention`, the
+    initializers, regularizers and constraints, `use_gate`, `seed`); then, keyword-only,
+    `MultiHeadAttention`'s `rope`, `position_bias`, `scaling` (defaulting to
+    `1 / sqrt(head_dim)`), `temperature`, `chunk_size`, `logit_soft_cap`, `query_norm` and
+    `key_norm`.
+
     Args:
-        head_dim, num_query_heads, num_key_value_heads, dropout, use_bias, sliding_window,
-            flash_attention, kernel_initializer, bias_initializer, kernel_regularizer,
-            bias_regularizer, activity_regularizer, kernel_constraint, bias_constraint,
-            use_gate, seed: Keras's arguments, with Keras's meaning.
-        rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap, query_norm,
-            key_norm: as for `MultiHeadAttention` (`scaling` defaults to `1 / sqrt(head_dim)`).
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -557,11 +559,11 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
 
     Example:
 
-    >>> import tf_posenc
-    >>> layer = GroupQueryAttention(8, 4, 2, rope=tf_posenc.RotaryEmbedding())
-    >>> x = keras.ops.ones((1, 5, 16))
-    >>> tuple(layer(x, x, use_causal_mask=True).shape)
-    (1, 5, 16)
+        >>> import tf_posenc
+        >>> layer = GroupQueryAttention(8, 4, 2, rope=tf_posenc.RotaryEmbedding())
+        >>> x = keras.ops.ones((1, 5, 16))
+        >>> tuple(layer(x, x, use_causal_mask=True).shape)
+        (1, 5, 16)
     """
 
     _head_dim_name = "head_dim"
@@ -657,11 +659,11 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
 
         Example:
 
-        >>> config = {"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4,
-        ...           "num_key_value_heads": 2, "num_hidden_layers": 2, "rope_theta": 500000.0}
-        >>> layer = GroupQueryAttention.from_hf_config(config, 0)
-        >>> layer.head_dim, layer.num_query_heads, layer.num_key_value_heads, layer.rope.max_wavelength
-        (8, 4, 2, 500000.0)
+            >>> config = {"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4,
+            ...           "num_key_value_heads": 2, "num_hidden_layers": 2, "rope_theta": 500000.0}
+            >>> layer = GroupQueryAttention.from_hf_config(config, 0)
+            >>> layer.head_dim, layer.num_query_heads, layer.num_key_value_heads, layer.rope.max_wavelength
+            (8, 4, 2, 500000.0)
         """
         read = _hf_config.read(config)
         plan = attention.hf_attention_layers(config)

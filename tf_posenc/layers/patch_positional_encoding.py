@@ -132,11 +132,11 @@ class PatchPositionalEncoding(PatchPositionalEncodingMixin, SinusoidLayer):
 
     Example:
 
-    >>> patches = keras.Input((14 * 14 + 1, 768))
-    >>> PatchPositionalEncoding(14, d_model=768, cls_token=True)(patches).shape
-    (None, 197, 768)
-    >>> PatchPositionalEncoding(None, d_model=64, base_size=16)(keras.Input((32, 48, 64))).shape
-    (None, 32, 48, 64)
+        >>> patches = keras.Input((14 * 14 + 1, 768))
+        >>> PatchPositionalEncoding(14, d_model=768, cls_token=True)(patches).shape
+        (None, 197, 768)
+        >>> PatchPositionalEncoding(None, d_model=64, base_size=16)(keras.Input((32, 48, 64))).shape
+        (None, 32, 48, 64)
 
     References:
         [He et al., 2021](https://arxiv.org/abs/2111.06377)

@@ -155,10 +155,10 @@ class PositionalEmbedding(PositionalEmbeddingMixin, SinusoidLayer):
 
     Example:
 
-    >>> tokens = keras.Input((None,), dtype="int32")
-    >>> embedded = PositionalEmbedding(8000, 512, position=1024, mask_zero=True)(tokens)
-    >>> embedded.shape
-    (None, None, 512)
+        >>> tokens = keras.Input((None,), dtype="int32")
+        >>> embedded = PositionalEmbedding(8000, 512, position=1024, mask_zero=True)(tokens)
+        >>> embedded.shape
+        (None, None, 512)
     """
 
     encoding_layer = PositionalEncoding

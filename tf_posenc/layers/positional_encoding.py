@@ -179,11 +179,11 @@ class PositionalEncoding(PositionalEncodingMixin, SinusoidLayer):
 
     Example:
 
-    >>> inputs = keras.Input((None,), dtype="int32")
-    >>> embedded = keras.layers.Embedding(1000, 64)(inputs)
-    >>> outputs = PositionalEncoding(position=128, d_model=64)(embedded)
-    >>> keras.Model(inputs, outputs).output_shape
-    (None, None, 64)
+        >>> inputs = keras.Input((None,), dtype="int32")
+        >>> embedded = keras.layers.Embedding(1000, 64)(inputs)
+        >>> outputs = PositionalEncoding(position=128, d_model=64)(embedded)
+        >>> keras.Model(inputs, outputs).output_shape
+        (None, None, 64)
 
     References:
         [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)

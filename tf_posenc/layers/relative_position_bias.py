@@ -138,11 +138,11 @@ class RelativePositionBias(RelativePositionBiasMixin, PositionLayer):
 
     Example:
 
-    >>> layer = RelativePositionBias(num_heads=8)
-    >>> keras.ops.convert_to_numpy(layer.buckets([-200, -20, -3, 0, 3, 20, 200])).tolist()
-    [15, 10, 3, 0, 19, 26, 31]
-    >>> layer(keras.ops.zeros((2, 8, 5, 5))).shape
-    TensorShape([2, 8, 5, 5])
+        >>> layer = RelativePositionBias(num_heads=8)
+        >>> keras.ops.convert_to_numpy(layer.buckets([-200, -20, -3, 0, 3, 20, 200])).tolist()
+        [15, 10, 3, 0, 19, 26, 31]
+        >>> layer(keras.ops.zeros((2, 8, 5, 5))).shape
+        TensorShape([2, 8, 5, 5])
 
     References:
         [Raffel et al., 2019](https://arxiv.org/abs/1910.10683)

@@ -103,11 +103,11 @@ class RotaryEmbeddingMixin:
 
         Example:
 
-        >>> rope = RotaryEmbedding()
-        >>> queries, keys = keras.ops.ones((1, 3, 8, 64)), keras.ops.ones((1, 3, 2, 64))
-        >>> cos, sin = rope.rows(queries, start_index=5)
-        >>> tuple(cos.shape), tuple(rope(keys, rows=(cos, sin)).shape)
-        ((1, 3, 64), (1, 3, 2, 64))
+            >>> rope = RotaryEmbedding()
+            >>> queries, keys = keras.ops.ones((1, 3, 8, 64)), keras.ops.ones((1, 3, 2, 64))
+            >>> cos, sin = rope.rows(queries, start_index=5)
+            >>> tuple(cos.shape), tuple(rope(keys, rows=(cos, sin)).shape)
+            ((1, 3, 64), (1, 3, 2, 64))
         """
         _validation.dense_inputs(inputs)
         if isinstance(inputs, keras.KerasTensor):
@@ -228,14 +228,14 @@ class RotaryEmbeddingMixin:
 
         Example:
 
-        >>> llama = {"hidden_size": 4096, "num_attention_heads": 32, "rope_theta": 500000.0,
-        ...          "max_position_embeddings": 131072,
-        ...          "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-        ...                           "high_freq_factor": 4.0,
-        ...                           "original_max_position_embeddings": 8192}}
-        >>> layer = RotaryEmbedding.from_hf_config(llama)
-        >>> layer.rope_type, layer.max_wavelength, layer.scaling_factor
-        ('llama3', 500000.0, 8.0)
+            >>> llama = {"hidden_size": 4096, "num_attention_heads": 32, "rope_theta": 500000.0,
+            ...          "max_position_embeddings": 131072,
+            ...          "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+            ...                           "high_freq_factor": 4.0,
+            ...                           "original_max_position_embeddings": 8192}}
+            >>> layer = RotaryEmbedding.from_hf_config(llama)
+            >>> layer.rope_type, layer.max_wavelength, layer.scaling_factor
+            ('llama3', 500000.0, 8.0)
         """
         return cls(**{**_hf_config.rotary_arguments(config, layer_type), **kwargs})
 
@@ -260,11 +260,11 @@ class RotaryEmbeddingMixin:
 
         Example:
 
-        >>> import keras_hub
-        >>> theirs = keras_hub.layers.RotaryEmbedding(max_wavelength=500000, scaling_factor=8.0)
-        >>> ours = RotaryEmbedding.from_keras_hub(theirs)
-        >>> ours.max_wavelength, ours.scaling_factor, ours.rope_type
-        (500000, 8.0, 'linear')
+            >>> import keras_hub
+            >>> theirs = keras_hub.layers.RotaryEmbedding(max_wavelength=500000, scaling_factor=8.0)
+            >>> ours = RotaryEmbedding.from_keras_hub(theirs)
+            >>> ours.max_wavelength, ours.scaling_factor, ours.rope_type
+            (500000, 8.0, 'linear')
         """
         from tf_posenc import _keras_hub_layers  # keras-hub is needed only here
 
@@ -530,10 +530,10 @@ class RotaryEmbedding(RotaryEmbeddingMixin, SinusoidLayer):
 
     Example:
 
-    >>> queries = keras.Input((None, 8, 64))
-    >>> rotated = RotaryEmbedding()(queries)
-    >>> rotated.shape
-    (None, None, 8, 64)
+        >>> queries = keras.Input((None, 8, 64))
+        >>> rotated = RotaryEmbedding()(queries)
+        >>> rotated.shape
+        (None, None, 8, 64)
 
     References:
         [Su et al., 2021](https://arxiv.org/abs/2104.09864)

@@ -84,10 +84,10 @@ class TimestepEmbedding(TimestepEmbeddingMixin, SinusoidLayer):
 
     Example:
 
-    >>> timesteps = keras.ops.convert_to_tensor([0, 500, 999])
-    >>> embedded = TimestepEmbedding(320, flip_sin_to_cos=True, downscale_freq_shift=0)(timesteps)
-    >>> tuple(embedded.shape)
-    (3, 320)
+        >>> timesteps = keras.ops.convert_to_tensor([0, 500, 999])
+        >>> embedded = TimestepEmbedding(320, flip_sin_to_cos=True, downscale_freq_shift=0)(timesteps)
+        >>> tuple(embedded.shape)
+        (3, 320)
 
     References:
         [Ho et al., 2020](https://arxiv.org/abs/2006.11239)

@@ -111,7 +111,7 @@ class VideoPositionalEncoding(VideoPositionalEncodingMixin, SinusoidLayer):
 
     Example:
 
-    >>> video = keras.Input((13, 30, 45, 64))
-    >>> VideoPositionalEncoding((45, 30), 13, d_model=64, spatial_interpolation_scale=1.875)(video).shape
-    (None, 13, 30, 45, 64)
+        >>> video = keras.Input((13, 30, 45, 64))
+        >>> VideoPositionalEncoding((45, 30), 13, d_model=64, spatial_interpolation_scale=1.875)(video).shape
+        (None, 13, 30, 45, 64)
     """

@@ -244,9 +244,9 @@ class WindowPositionBias(WindowPositionBiasMixin, PositionLayer):
 
     Example:
 
-    >>> layer = WindowPositionBias(window_size=7, num_heads=3)
-    >>> layer.relative_position_index.shape, tuple(layer.bias().shape)
-    ((49, 49), (3, 49, 49))
+        >>> layer = WindowPositionBias(window_size=7, num_heads=3)
+        >>> layer.relative_position_index.shape, tuple(layer.bias().shape)
+        ((49, 49), (3, 49, 49))
 
     References:
         [Liu et al., 2021](https://arxiv.org/abs/2103.14030),
@@ -277,9 +277,9 @@ class ContinuousPositionBias(ContinuousPositionBiasMixin, PositionLayer):
 
     Example:
 
-    >>> layer = ContinuousPositionBias(window_size=(8, 8), num_heads=4)
-    >>> layer.relative_coords_table.shape, tuple(layer.bias().shape)
-    ((15, 15, 2), (4, 64, 64))
+        >>> layer = ContinuousPositionBias(window_size=(8, 8), num_heads=4)
+        >>> layer.relative_coords_table.shape, tuple(layer.bias().shape)
+        ((15, 15, 2), (4, 64, 64))
 
     References:
         [Liu et al., 2022](https://arxiv.org/abs/2111.09883)
