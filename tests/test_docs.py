@@ -85,6 +85,14 @@ def test_every_page_has_python_blocks_that_the_test_sees():
         assert len(re.findall(r"^```python", text, re.M)) == len(python_blocks(page)), page
 
 
+def test_every_public_name_has_an_api_entry():
+    import tf_posenc
+
+    text = "".join(page.read_text(encoding="utf-8") for page in (ROOT / "docs" / "api").glob("*.md"))
+    documented = set(re.findall(r"^::: tf_posenc\.(\w+)$", text, re.M))
+    assert documented >= set(tf_posenc.__all__) - {"__version__"}
+
+
 @pytest.mark.slow
 def test_the_pages_python_blocks_run():
     shared = [page for page in PAGES if python_blocks(page) and not sets_the_environment(page)]
