@@ -456,7 +456,8 @@ def test_mrope_text_ids_are_plain_rope_and_decoding_uses_the_deltas():
 
 
 # transformers 5.24's Qwen2VLModel.get_rope_index on this batch (images 1x4x6 and 1x2x2, a
-# 3x4x4 video, spatial_merge_size 2, row 0 left-padded by 2): its printed ids and deltas.
+# 3x4x4 video, spatial_merge_size 2, row 0 left-padded by 2): its printed ids and deltas; transformers
+# 5.25's Qwen2VLModel and PaddleOCRVLModel printed the same.
 ROPE_INDEX_TYPES = [[0] * 5 + [1] * 6 + [0] * 2 + [2] * 12 + [0], [0] * 4 + [1] + [0] * 21]
 ROPE_INDEX_MASK = [[0, 0] + [1] * 24, [1] * 26]
 ROPE_INDEX_IDS = [
@@ -467,12 +468,14 @@ ROPE_INDEX_IDS = [
 ROPE_INDEX_DELTAS = [[-13], [0]]
 
 
-def test_mrope_positions_are_transformers_get_rope_index():
+@pytest.mark.parametrize("model_type", ["qwen2_vl", "paddleocr_vl"])
+def test_mrope_positions_are_transformers_get_rope_index(model_type):
     positions, deltas = mrope_positions(
         ROPE_INDEX_TYPES,
         image_grid_thw=[[1, 4, 6], [1, 2, 2]],
         video_grid_thw=[[3, 4, 4]],
         attention_mask=ROPE_INDEX_MASK,
+        model_type=model_type,
     )
     assert positions.dtype == np.int32 and positions.tolist() == ROPE_INDEX_IDS
     assert deltas.tolist() == ROPE_INDEX_DELTAS
@@ -486,7 +489,10 @@ def test_mrope_positions_are_transformers_get_rope_index():
 
 # transformers 5.24's Qwen3VLModel.get_rope_index (with get_vision_position_ids) on a batch with
 # images 1x4x6 and 1x2x2 and a 3x4x4 video whose frames sit between two timestamp text tokens
-# each, spatial_merge_size 2, row 0 left-padded by 2: its printed ids and deltas.
+# each, spatial_merge_size 2, row 0 left-padded by 2: its printed ids and deltas. transformers
+# 5.25's get_rope_index of Qwen3VLModel, Glm4vModel, Glm4vMoeModel, Glm46VModel, GlmOcrModel,
+# Qwen3_5Model, Qwen3_5MoeModel, Qwen4ExpModel, CohereCompassModel and Cosmos3OmniModel printed the
+# same ids and deltas on it.
 # fmt: off
 QWEN3_VL_TYPES = [
     [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2,
@@ -550,7 +556,11 @@ def qwen3_vl_rope_index(types, mask, images, videos, merge):
     return ids
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_vl", "qwen3_vl_moe"])
+@pytest.mark.parametrize(
+    "model_type",
+    ["qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "qwen4_exp", "glm4v", "glm4v_moe", "glm46v",
+     "glm_ocr", "cohere_compass", "cosmos3_omni"],
+)  # fmt: skip
 def test_mrope_positions_follow_qwen3_vl_frame_by_frame(model_type):
     arguments = dict(image_grid_thw=[[1, 4, 6], [1, 2, 2]], video_grid_thw=[[3, 4, 4]])
     positions, deltas = mrope_positions(

@@ -267,14 +267,57 @@ def test_sites_it_cannot_convert_are_named_or_left_with_a_warning():
     with pytest.warns(UserWarning, match=r"left these keras-hub rotary sites as they are:\nholder.angles"):
         exact_rotary(holder, strict=False)
     assert isinstance(holder.rope, RotaryEmbedding) and not isinstance(holder.angles, RotaryEmbedding)
-    # Qwen3.5's full-attention layers are every fourth.
-    qwen35 = keras_hub.models.Qwen3_5Backbone(
-        **{**SMALL, "num_layers": 4}, **HEADS, head_dim=16, mrope_section=[1, 1, 0]
-    )
-    with pytest.raises(ValueError, match=r"computes its M-RoPE angles from keras-hub's private"):
-        exact_rotary(qwen35)
     with pytest.raises(ValueError, match=r"`strict` must be a boolean"):
         exact_rotary(holder, strict="yes")
+
+
+def qwen35_mrope_restated(x, ids, section, width, base=10000.0):
+    """keras-hub 0.32's `_apply_mrope` (Qwen3.5) in float64: t/h/w angles interleaved at stride 3
+    by `section`, the first `width` features rotated in the half layout, the rest passed through."""
+    half = width // 2
+    angles = ids[:, 1:, :, None].astype(np.float64) * base ** (-np.arange(0, width, 2) / width)
+    chosen = angles[:, 0].copy()  # (batch, seq_len, half): the t angles, then h and w where they go
+    for i in range(half):
+        if i < 3 * section[1] and i % 3 == 1:
+            chosen[..., i] = angles[:, 1, :, i]
+        elif i < 3 * section[2] and i % 3 == 2:
+            chosen[..., i] = angles[:, 2, :, i]
+    both = np.concatenate([chosen, chosen], axis=-1)[:, :, None]
+    turning = x[..., :width].astype(np.float64)
+    partner = np.concatenate([-turning[..., half:], turning[..., :half]], axis=-1)
+    return np.concatenate([turning * np.cos(both) + partner * np.sin(both), x[..., width:]], axis=-1)
+
+
+def test_qwen35_mrope_path_is_made_exact():
+    # Qwen3.5's full-attention layers are every fourth; head 32 rotates its first 8 features.
+    qwen35 = keras_hub.models.Qwen3_5Backbone(
+        **{**SMALL, "num_layers": 4}, **HEADS, head_dim=32, mrope_section=[2, 1, 1]
+    )
+    (attention,) = [
+        site for site, _, _ in keras_hub_rotary_sites(qwen35) if getattr(site, "mrope_section", None)
+    ]
+    x = np.random.default_rng(5).uniform(-1, 1, (2, 6, 4, 32)).astype("float32")
+    ids = np.stack([np.arange(6)] * 4)[None].repeat(2, axis=0)  # (batch, 4, seq_len): text, t, h, w
+    ids[:, 2, 2:5], ids[:, 3, 2:5] = (
+        [[2, 3, 3], [2, 2, 3]],
+        [[2, 3, 2], [3, 2, 3]],
+    )  # an image's rows and columns
+    far = ids + 2**17
+    theirs = {name: keras.ops.convert_to_numpy(attention._apply_partial_rope(x, 0, v)) for name, v in
+              (("near", ids), ("far", far), ("text", None))}  # fmt: skip
+    exact_rotary(qwen35)
+    assert isinstance(attention.rotary_embedding_layer, RotaryEmbedding)
+    ours = {name: keras.ops.convert_to_numpy(attention._apply_partial_rope(x, 0, v)) for name, v in
+            (("near", ids), ("far", far), ("text", None))}  # fmt: skip
+    np.testing.assert_allclose(ours["near"], theirs["near"], atol=2e-6)  # small positions: keras-hub's values
+    np.testing.assert_allclose(ours["text"], theirs["text"], atol=2e-6)
+    for name, positions in (("near", ids), ("far", far)):
+        exact = qwen35_mrope_restated(x, positions, (2, 1, 1), 8)
+        assert np.abs(ours[name] - exact).max() <= 4 * rounding_floor(exact, "float32")
+    exact = qwen35_mrope_restated(x, far, (2, 1, 1), 8)
+    assert np.abs(theirs["far"] - exact).max() > 100 * np.abs(ours["far"] - exact).max()  # keras-hub's drift
+    # The backbone runs with the exact layers; a second call finds nothing left to swap.
+    assert exact_rotary(qwen35) is qwen35 and not keras_hub_rotary_sites(qwen35)
 
 
 @pytest.mark.slow

@@ -162,26 +162,65 @@ def _exact_layer(parent, layer):
             name=layer.name,
         )
     if getattr(parent, "mrope_section", None) is not None:
-        # Qwen3.5's M-RoPE path reads the layer's private `_get_inverse_freq` and rotates itself.
-        raise _keras_hub_layers.NotConvertible(
-            f"{type(parent).__name__} with `mrope_section` computes its M-RoPE angles from keras-hub's "
-            "private `_get_inverse_freq`, outside the rotary layer."
-        )
+        missing = [name for name in _MROPE_ATTRIBUTES if not hasattr(parent, name)]
+        if missing:
+            raise _keras_hub_layers.NotConvertible(
+                f"{type(parent).__name__} with `mrope_section` rotates in its own `_apply_partial_rope`, "
+                f"and this keras-hub's has no {', '.join(missing)}."
+            )
     return RotaryEmbedding.from_keras_hub(layer)
+
+
+# What `_ExactMRoPE` reads of keras-hub 0.32's Qwen3.5 attention.
+_MROPE_ATTRIBUTES = ("_apply_partial_rope", "rotary_dim", "head_dim", "mrope_section")
+
+
+class _ExactMRoPE:
+    """Qwen3.5's attention's `_apply_partial_rope` (keras-hub 0.32), with its M-RoPE path exact.
+
+    keras-hub rotates M-RoPE inputs outside its rotary layer: `_apply_mrope` forms float32 angles
+    from the layer's inverse frequencies (its `scaling_factor` unused) and the t, h and w rows of
+    `position_ids` `(batch, 4, seq_len)`, interleaved as Qwen3-VL interleaves them, and rotates
+    the first `rotary_dim` features in the half layout. Here the same rotation is
+    `RotaryEmbedding(mrope_section=..., mrope_interleaved=True)` at those ids, exact; without
+    `position_ids` the attention's own method runs, with the swapped rotary layer.
+    """
+
+    def __init__(self, attention, rotary):
+        self.attention = attention
+        self.rope = RotaryEmbedding(
+            max_wavelength=rotary.max_wavelength,
+            mrope_section=tuple(attention.mrope_section),
+            mrope_interleaved=True,
+            dtype=attention.dtype_policy,
+        )
+
+    def __call__(self, x, start_index, position_ids=None):
+        attention = self.attention
+        if position_ids is None:
+            return type(attention)._apply_partial_rope(attention, x, start_index, None)
+        width = attention.rotary_dim
+        ids = ops.transpose(position_ids[:, 1:, :], (1, 0, 2))  # (3, batch, seq_len): t, h, w
+        rotated = ops.cast(self.rope(x[..., :width], positions=ids), x.dtype)
+        if width == attention.head_dim:
+            return rotated
+        return ops.concatenate([rotated, x[..., width:]], axis=-1)
 
 
 def exact_rotary(model, strict=True):
     """Replaces every keras-hub rotary layer of `model`, in place, by tf_posenc's exact one.
 
     Each rotary layer that a keras-hub attention layer calls (Llama, Llama 3, Mistral, Mixtral,
-    Gemma, Gemma 3 and 4, Gemma 3n, Qwen, Qwen-MoE, Qwen3, Qwen3-MoE, Qwen3.5's text path,
-    Phi-3 with either rope, GPT-NeoX, gpt-oss, SmolLM3, T5Gemma, T5Gemma2, ...) becomes the
-    `RotaryEmbedding` of `RotaryEmbedding.from_keras_hub`; SmolLM3's `(cos, sin)` layer becomes
-    a `SmolLM3Rotary`. The new layer takes the keras-hub layer's place in the model, on every
-    backend: the attribute the attention reads, `model.layers`, the weights (SmolLM3's `inv_freq`
-    keeps its path) and torch's modules on PyTorch. The model's compiled functions
-    (`generate_function`, `predict_function`, ...) are dropped so that the next call traces the
-    new layers. Calling it again changes nothing.
+    Gemma, Gemma 3 and 4, Gemma 3n, Qwen, Qwen-MoE, Qwen3, Qwen3-MoE, Qwen3.5, Phi-3 with either
+    rope, GPT-NeoX, gpt-oss, SmolLM3, T5Gemma, T5Gemma2, ...) becomes the `RotaryEmbedding` of
+    `RotaryEmbedding.from_keras_hub`; SmolLM3's `(cos, sin)` layer becomes a `SmolLM3Rotary`.
+    Qwen3.5's attention rotates M-RoPE inputs (`position_ids`) itself, from the rotary layer's
+    frequencies: that path of the model's attention layers becomes the exact
+    `RotaryEmbedding(mrope_section=..., mrope_interleaved=True)` at the same ids. The new layer
+    takes the keras-hub layer's place in the model, on every backend: the attribute the attention
+    reads, `model.layers`, the weights (SmolLM3's `inv_freq` keeps its path) and torch's modules on
+    PyTorch. The model's compiled functions (`generate_function`, `predict_function`, ...) are
+    dropped so that the next call traces the new layers. Calling it again changes nothing.
 
     keras-hub's GPT-NeoX cached path rotates every decoded query at position 0 (a keras-hub
     bug); the swapped layer is called as keras-hub calls it, so it does the same.
@@ -193,7 +232,7 @@ def exact_rotary(model, strict=True):
         model: A built keras-hub `Backbone` or task (`CausalLM`, ...), or any Keras model or
             layer holding them.
         strict: Boolean. With `True` (the default), a rotary site that no tf_posenc layer
-            reproduces (Moonshine's, ESM's, Qwen3.5's M-RoPE path) is a `ValueError` naming
+            reproduces (Moonshine's angles, ESM's layer) is a `ValueError` naming
             it; with `False` it is left as it is and reported in a warning.
 
     Returns:
@@ -225,6 +264,9 @@ def exact_rotary(model, strict=True):
             left.append(f"{site}: {error}")
             continue
         _replace(parent, attribute, layer, exact)
+        if getattr(parent, "mrope_section", None) is not None:
+            # The instance's method, not keras-hub's class: only this model changes.
+            vars(parent)["_apply_partial_rope"] = _ExactMRoPE(parent, layer)
     if left:
         warnings.warn(
             "exact_rotary left these keras-hub rotary sites as they are:\n" + "\n".join(left), stacklevel=2

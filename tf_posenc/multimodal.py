@@ -26,7 +26,26 @@ def _grids(name, grids):
     return [tuple(int(size) for size in grid) for grid in grids]
 
 
-_MODEL_TYPES = ("qwen2_vl", "qwen3_vl", "qwen3_vl_moe")
+# The model types of transformers 5.25 whose `get_rope_index` is one of the two rules here (their
+# code is the same, `get_vision_position_ids` included): a video as one run of its whole grid
+# (Qwen2-VL's), or one run per frame between timestamp tokens (Qwen3-VL's, which GLM-4V's and
+# Qwen3.5's copy). Qwen2.5-VL (time scaled by `second_per_grid_ts`), ERNIE 4.5-VL, HunYuan-VL and the
+# Omni models have rules of their own.
+_WHOLE_VIDEO = ("qwen2_vl", "paddleocr_vl")
+_FRAME_BY_FRAME = (
+    "qwen3_vl",
+    "qwen3_vl_moe",
+    "qwen3_5",
+    "qwen3_5_moe",
+    "qwen4_exp",
+    "glm4v",
+    "glm4v_moe",
+    "glm46v",
+    "glm_ocr",
+    "cohere_compass",
+    "cosmos3_omni",
+)
+_MODEL_TYPES = _WHOLE_VIDEO + _FRAME_BY_FRAME
 
 
 def mrope_positions(
@@ -46,10 +65,10 @@ def mrope_positions(
     (`attention_mask` 0) is left out and gets ids 0. A run of image (or video) tokens is one
     image (video): the grids are used in order, across the batch.
 
-    With `model_type="qwen3_vl"` (or `"qwen3_vl_moe"`), Qwen3-VL's `get_rope_index`: its
-    processor puts each video frame between timestamp text tokens, so a video's grid
-    `(t, h, w)` is `t` grids `(1, h, w)`, one per run of video tokens; every vision token's t id
-    is then its run's start.
+    With `model_type="qwen3_vl"`, Qwen3-VL's `get_rope_index`: its processor puts each video
+    frame between timestamp text tokens, so a video's grid `(t, h, w)` is `t` grids `(1, h, w)`,
+    one per run of video tokens; every vision token's t id is then its run's start. GLM-4V,
+    GLM-4.5V, GLM-4.6V, GLM-OCR, Qwen3.5 and the others of `_FRAME_BY_FRAME` run the same code.
 
     Args:
         token_types: Integer array `(batch, seq_len)`: 0 for text, 1 for image and 2 for
@@ -59,8 +78,11 @@ def mrope_positions(
         spatial_merge_size: Integer. How many patches per side the vision tower merges into
             one token. Defaults to `2` (Qwen2-VL).
         attention_mask: Optional `(batch, seq_len)` array, 1 for tokens and 0 for padding.
-        model_type: `"qwen2_vl"` (Qwen2-VL and Qwen2.5-VL without `second_per_grid_ts`),
-            `"qwen3_vl"` or `"qwen3_vl_moe"`: whose rule. Defaults to `"qwen2_vl"`.
+        model_type: The multimodal model's `model_type`, whose rule: `"qwen2_vl"` or
+            `"paddleocr_vl"` (also Qwen2.5-VL without `second_per_grid_ts`); `"qwen3_vl"`,
+            `"qwen3_vl_moe"`, `"qwen3_5"`, `"qwen3_5_moe"`, `"qwen4_exp"`, `"glm4v"`,
+            `"glm4v_moe"`, `"glm46v"`, `"glm_ocr"`, `"cohere_compass"` or `"cosmos3_omni"` (a
+            video frame by frame). Defaults to `"qwen2_vl"`.
 
     Returns:
         `(positions, deltas)`: int32 arrays of shapes `(3, batch, seq_len)` (the `positions` of
@@ -91,7 +113,7 @@ def mrope_positions(
     merge = _validation.positive_int("spatial_merge_size", spatial_merge_size)
     _validation.one_of("model_type", model_type, _MODEL_TYPES)
     videos = _grids("video_grid_thw", video_grid_thw)
-    if model_type != "qwen2_vl":  # one grid per frame, each frame its own run
+    if model_type in _FRAME_BY_FRAME:  # one grid per frame, each frame its own run
         videos = [(1, height, width) for frames, height, width in videos for _ in range(frames)]
     grids = {1: iter(_grids("image_grid_thw", image_grid_thw)), 2: iter(videos)}
     mask = (
