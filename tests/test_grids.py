@@ -487,6 +487,62 @@ def test_mrope_positions_are_transformers_get_rope_index(model_type):
         mrope_positions([[0, 3]])
 
 
+# transformers 5.25's Qwen2_5_VLModel.get_rope_index (vision_config: spatial_merge_size 2,
+# tokens_per_second 2) on a 1x4x4 image and a 4x4x4 video in row 0 and a 2x2x2 video in row 1, which is
+# left-padded by 17, with second_per_grid_ts [1.5, 1 / 3]: its printed ids and deltas. The second
+# video's frames are 0.6666667 apart in float32, so both get t id 0 (truncated, as transformers does).
+# fmt: off
+QWEN2_5_VL_TYPES = [
+    [0, 0, 0, 1, 1, 1, 1, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0],
+    [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 0],
+]
+QWEN2_5_VL_MASK = [[1] * 26, [0] * 17 + [1] * 9]
+QWEN2_5_VL_IDS = [
+    [[0, 1, 2, 3, 3, 3, 3, 5, 6, 7, 7, 7, 7, 10, 10, 10, 10, 13, 13, 13, 13, 16, 16, 16, 16, 9],
+     [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 2, 3, 4, 5, 6, 7]],
+    [[0, 1, 2, 3, 3, 4, 4, 5, 6, 7, 7, 8, 8, 7, 7, 8, 8, 7, 7, 8, 8, 7, 7, 8, 8, 9],
+     [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 2, 3, 4, 5, 6, 7]],
+    [[0, 1, 2, 3, 4, 3, 4, 5, 6, 7, 8, 7, 8, 7, 8, 7, 8, 7, 8, 7, 8, 7, 8, 7, 8, 9],
+     [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 2, 3, 4, 5, 6, 7]],
+]
+QWEN2_5_VL_DELTAS = [[-9], [-1]]
+# fmt: on
+
+
+def test_mrope_positions_spread_qwen2_5_vl_frames_by_their_seconds():
+    arguments = dict(
+        image_grid_thw=[[1, 4, 4]], video_grid_thw=[[4, 4, 4], [2, 2, 2]], attention_mask=QWEN2_5_VL_MASK
+    )
+    positions, deltas = mrope_positions(
+        QWEN2_5_VL_TYPES,
+        **arguments,
+        model_type="qwen2_5_vl",
+        second_per_grid_ts=[1.5, 1 / 3],
+        tokens_per_second=2,
+    )
+    assert positions.tolist() == QWEN2_5_VL_IDS and deltas.tolist() == QWEN2_5_VL_DELTAS
+    # A frame a second at one token per second is Qwen2-VL's rule.
+    spread, _ = mrope_positions(QWEN2_5_VL_TYPES, **arguments, model_type="qwen2_5_vl", tokens_per_second=1)
+    plain, _ = mrope_positions(QWEN2_5_VL_TYPES, **arguments)
+    np.testing.assert_array_equal(spread, plain)
+    with pytest.raises(ValueError, match=r"`tokens_per_second` must be given for Qwen2.5-VL's videos"):
+        mrope_positions(QWEN2_5_VL_TYPES, **arguments, model_type="qwen2_5_vl")
+    with pytest.raises(
+        ValueError, match=r"one positive number per video. Received: second_per_grid_ts=\[1.5\] for 2"
+    ):
+        mrope_positions(
+            QWEN2_5_VL_TYPES,
+            **arguments,
+            model_type="qwen2_5_vl",
+            second_per_grid_ts=[1.5],
+            tokens_per_second=2,
+        )
+    with pytest.raises(
+        ValueError, match=r"`second_per_grid_ts` is Qwen2.5-VL's: it needs model_type='qwen2_5_vl'"
+    ):
+        mrope_positions(QWEN2_5_VL_TYPES, **arguments, second_per_grid_ts=[1.5, 1.0])
+
+
 # transformers 5.24's Qwen3VLModel.get_rope_index (with get_vision_position_ids) on a batch with
 # images 1x4x6 and 1x2x2 and a 3x4x4 video whose frames sit between two timestamp text tokens
 # each, spatial_merge_size 2, row 0 left-padded by 2: its printed ids and deltas. transformers
@@ -573,8 +629,10 @@ def test_mrope_positions_follow_qwen3_vl_frame_by_frame(model_type):
     # Qwen2-VL's rule reads the same video as one run of 12 tokens, so these runs of 4 are refused.
     with pytest.raises(ValueError, match=r"run of 4 video tokens, but its grid \[3, 4, 4\]"):
         mrope_positions(QWEN3_VL_TYPES, **arguments, attention_mask=QWEN3_VL_MASK)
-    with pytest.raises(ValueError, match=r"`model_type` must be one of .*Received: model_type='qwen2_5_vl'"):
-        mrope_positions(QWEN3_VL_TYPES, **arguments, model_type="qwen2_5_vl")
+    with pytest.raises(
+        ValueError, match=r"`model_type` must be one of .*Received: model_type='qwen2_5_omni'"
+    ):
+        mrope_positions(QWEN3_VL_TYPES, **arguments, model_type="qwen2_5_omni")
 
 
 def test_mrope_configs_and_errors():

@@ -26,12 +26,12 @@ def _grids(name, grids):
     return [tuple(int(size) for size in grid) for grid in grids]
 
 
-# The model types of transformers 5.25 whose `get_rope_index` is one of the two rules here (their
-# code is the same, `get_vision_position_ids` included): a video as one run of its whole grid
-# (Qwen2-VL's), or one run per frame between timestamp tokens (Qwen3-VL's, which GLM-4V's and
-# Qwen3.5's copy). Qwen2.5-VL (time scaled by `second_per_grid_ts`), ERNIE 4.5-VL, HunYuan-VL and the
-# Omni models have rules of their own.
-_WHOLE_VIDEO = ("qwen2_vl", "paddleocr_vl")
+# The model types of transformers 5.25 whose `get_rope_index` is one of the rules here (their code
+# is the same, `get_vision_position_ids` included): a video as one run of its whole grid
+# (Qwen2-VL's; Qwen2.5-VL's with its frames' t ids spread by `second_per_grid_ts`), or one run per
+# frame between timestamp tokens (Qwen3-VL's, which GLM-4V's and Qwen3.5's copy). ERNIE 4.5-VL,
+# HunYuan-VL and the Omni models have rules of their own.
+_WHOLE_VIDEO = ("qwen2_vl", "paddleocr_vl", "qwen2_5_vl")
 _FRAME_BY_FRAME = (
     "qwen3_vl",
     "qwen3_vl_moe",
@@ -55,6 +55,9 @@ def mrope_positions(
     spatial_merge_size=2,
     attention_mask=None,
     model_type="qwen2_vl",
+    *,
+    second_per_grid_ts=None,
+    tokens_per_second=None,
 ):
     """The M-RoPE ids of a batch of text, image and video tokens, as transformers builds them.
 
@@ -65,10 +68,15 @@ def mrope_positions(
     (`attention_mask` 0) is left out and gets ids 0. A run of image (or video) tokens is one
     image (video): the grids are used in order, across the batch.
 
+    With `model_type="qwen2_5_vl"`, Qwen2.5-VL's: a video's frame `f` (of its merged grid) has the
+    t id `start + int(f * tokens_per_second * second_per_grid_t)`, the product in float32 as
+    transformers forms it, with `second_per_grid_ts` (one per video, 1 when not given) from the
+    processor and `tokens_per_second` from the model's `vision_config`.
+
     With `model_type="qwen3_vl"`, Qwen3-VL's `get_rope_index`: its processor puts each video
     frame between timestamp text tokens, so a video's grid `(t, h, w)` is `t` grids `(1, h, w)`,
     one per run of video tokens; every vision token's t id is then its run's start. GLM-4V,
-    GLM-4.5V, GLM-4.6V, GLM-OCR, Qwen3.5 and the others of `_FRAME_BY_FRAME` run the same code.
+    GLM-4.5V, GLM-4.6V, GLM-OCR, Qwen3.5 and the others listed under `model_type` run the same code.
 
     Args:
         token_types: Integer array `(batch, seq_len)`: 0 for text, 1 for image and 2 for
@@ -78,11 +86,15 @@ def mrope_positions(
         spatial_merge_size: Integer. How many patches per side the vision tower merges into
             one token. Defaults to `2` (Qwen2-VL).
         attention_mask: Optional `(batch, seq_len)` array, 1 for tokens and 0 for padding.
-        model_type: The multimodal model's `model_type`, whose rule: `"qwen2_vl"` or
-            `"paddleocr_vl"` (also Qwen2.5-VL without `second_per_grid_ts`); `"qwen3_vl"`,
+        model_type: The multimodal model's `model_type`, whose rule: `"qwen2_vl"`,
+            `"paddleocr_vl"` or `"qwen2_5_vl"` (a video in one run); `"qwen3_vl"`,
             `"qwen3_vl_moe"`, `"qwen3_5"`, `"qwen3_5_moe"`, `"qwen4_exp"`, `"glm4v"`,
             `"glm4v_moe"`, `"glm46v"`, `"glm_ocr"`, `"cohere_compass"` or `"cosmos3_omni"` (a
             video frame by frame). Defaults to `"qwen2_vl"`.
+        second_per_grid_ts: Optional sequence of numbers, one per video: the seconds between two
+            frames of its merged grid (Qwen2.5-VL's processor output). Defaults to 1 for each.
+        tokens_per_second: Number: Qwen2.5-VL's `vision_config.tokens_per_second` (2 in its
+            released checkpoints). Required with `model_type="qwen2_5_vl"` and a video.
 
     Returns:
         `(positions, deltas)`: int32 arrays of shapes `(3, batch, seq_len)` (the `positions` of
@@ -116,6 +128,7 @@ def mrope_positions(
     if model_type in _FRAME_BY_FRAME:  # one grid per frame, each frame its own run
         videos = [(1, height, width) for frames, height, width in videos for _ in range(frames)]
     grids = {1: iter(_grids("image_grid_thw", image_grid_thw)), 2: iter(videos)}
+    time_intervals = _time_intervals(model_type, len(videos), second_per_grid_ts, tokens_per_second)
     mask = (
         np.ones(token_types.shape, bool)
         if attention_mask is None
@@ -149,10 +162,48 @@ def mrope_positions(
                     f"Row {row} has a run of {length} {TOKEN_TYPES[kind]} tokens, but its grid {list(grid)} "
                     f"merged {merge} x {merge} has {frames * height * width} tokens."
                 )
-            ids = np.stack(np.meshgrid(np.arange(frames), np.arange(height), np.arange(width), indexing="ij"))
+            times = np.arange(frames)
+            if kind == 2 and time_intervals is not None:
+                # transformers' `(arange(t) * interval).long()`: a float32 product, truncated.
+                times = (times.astype(np.float32) * next(time_intervals)).astype(np.int64)
+            ids = np.stack(np.meshgrid(times, np.arange(height), np.arange(width), indexing="ij"))
             parts.append(ids.reshape(3, -1) + start)
             start += max(grid[1], grid[2]) // merge
         ids = np.concatenate(parts, axis=1) if parts else np.zeros((3, 0), np.int64)
         positions[:, row, kept] = ids
         deltas[row, 0] = (ids.max() + 1 if ids.size else 0) - len(types)
     return positions.astype(np.int32), deltas.astype(np.int32)
+
+
+def _time_intervals(model_type, video_count, second_per_grid_ts, tokens_per_second):
+    """Qwen2.5-VL's float32 `tokens_per_second * second_per_grid_t` of each video, in order; None
+    for the other rules, which take neither argument."""
+    if model_type != "qwen2_5_vl":
+        for name, value in (
+            ("second_per_grid_ts", second_per_grid_ts),
+            ("tokens_per_second", tokens_per_second),
+        ):
+            if value is not None:
+                raise ValueError(
+                    f"`{name}` is Qwen2.5-VL's: it needs model_type='qwen2_5_vl'. "
+                    f"Received: {name}={value!r} with model_type={model_type!r}"
+                )
+        return None
+    if not video_count:
+        return iter(())
+    if tokens_per_second is None:
+        raise ValueError(
+            "`tokens_per_second` must be given for Qwen2.5-VL's videos: the model's "
+            "`vision_config.tokens_per_second` (2 in its released checkpoints). "
+            "Received: tokens_per_second=None"
+        )
+    rate = _validation.positive_number("tokens_per_second", tokens_per_second)
+    seconds = (
+        np.ones(video_count) if second_per_grid_ts is None else np.asarray(second_per_grid_ts, np.float64)
+    )
+    if seconds.shape != (video_count,) or not (np.isfinite(seconds) & (seconds > 0)).all():
+        raise ValueError(
+            "`second_per_grid_ts` must hold one positive number per video. "
+            f"Received: second_per_grid_ts={second_per_grid_ts!r} for {video_count} videos"
+        )
+    return iter(np.float32(rate) * seconds.astype(np.float32))
