@@ -69,6 +69,7 @@ def test_rows_rotate_queries_and_keys_with_the_bits_of_a_call(name):
     assert cos.dtype == ("float64" if name == "float64" else "float32")  # the rotation's dtype
 
 
+@pytest.mark.slow
 def test_layers_rotating_at_one_start_in_a_graph_share_its_check_and_rows():
     # keras-hub's attention layers rotate queries and keys at one `cache_update_index`: in a
     # graph each call's check was a stateful Assert, so Grappler kept a copy of the rows per

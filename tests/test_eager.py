@@ -120,6 +120,7 @@ def test_a_changed_dtype_policy_gets_a_fresh_layers_bits_and_dtype(name):
         np.testing.assert_array_equal(got.numpy(), fresh.numpy(), err_msg=policy)
 
 
+@pytest.mark.slow
 def test_at_most_sixteen_traced_functions_are_kept():
     layer = layers.PatchPositionalEncoding(None, d_model=16)
     grids = [(height, width) for height in range(1, 5) for width in range(1, 5)] + [(5, 1)]  # 17 grids

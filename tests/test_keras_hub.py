@@ -114,6 +114,7 @@ def keras_hub_rotary_sites(model):
     return _sites(model)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(BACKBONES))
 def test_the_swap_keeps_keras_hubs_logits_at_positions_0_to_63(name):
     backbone = built(name)
@@ -201,6 +202,7 @@ def keras_hub_rotation(layer, x, start):
 DRIFT_NAMES = ["llama3.1", "mistral", "gemma3", "gemma4", "qwen", "phi3-su", "gpt_oss"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", DRIFT_NAMES)
 def test_at_large_positions_the_swap_is_exact_and_keras_hub_drifts(name):
     backbone = built(name)

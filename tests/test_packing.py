@@ -128,6 +128,7 @@ DOCUMENTS = [
 ]
 
 
+@pytest.mark.slow
 def test_a_packed_batch_gives_every_document_its_outputs_alone():
     keras.utils.set_random_seed(1)
     model = build_model()

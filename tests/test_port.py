@@ -801,6 +801,7 @@ def decode(model, tokens, mode="eager", prompt=6):
     return np.concatenate(pieces)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", CONFIGS)
 @pytest.mark.parametrize("mode", ["eager", "graph"])
 def test_prompt_then_single_token_steps_give_transformers_cached_logits(family, mode, port):

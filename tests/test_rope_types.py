@@ -245,6 +245,7 @@ def test_frequencies_are_transformers_restated_in_float64(name, layer_type):
     assert layer.attention_scaling == pytest.approx(attention, rel=1e-15)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, layer_type", FAMILIES, ids=FAMILY_IDS)
 def test_values_printed_by_transformers(name, layer_type):
     printed = TRANSFORMERS_PRINTED[name if layer_type is None else f"{name}/{layer_type}"]
