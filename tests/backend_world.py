@@ -101,6 +101,7 @@ def backend_world(request, tmp_path_factory):
             MASKS_AND_ERRORS,
             POSITIONS_IN_ATTENTION,
             ATTENTION_LAYERS,
+            getattr(request.module, "WORLD_PAGE", ""),
             BACKEND_ERRORS,
         ]
     )

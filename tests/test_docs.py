@@ -1,7 +1,8 @@
 """Every ```python block of README.md and docs/*.md runs: page by page, top to bottom, each page in
 a namespace and working directory of its own. Pages share one fresh interpreter, except a page
 whose first block sets the environment (`os.environ[...]` before Keras is imported: the JAX
-backend, tf_keras), which gets an interpreter of its own.
+backend, tf_keras): that page runs in its world's interpreter (`WORLDS`), with the world's other
+checks.
 
 Run as a script with page paths, this module is that interpreter: it runs the pages and prints
 one JSON line per page, `{"page": ..., "error": null or the traceback, "seconds": ...}`."""
@@ -29,6 +30,20 @@ def python_blocks(page):
         (text.count("\n", 0, match.start(1)) + 1, match.group(1))
         for match in re.finditer(r"^```python\n(.*?)^```$", text, re.M | re.S)
     ]
+
+
+# The pages that set the environment, and the test module whose world interpreter runs each.
+WORLDS = {"backends.md": "test_jax.py", "keras2.md": "test_tf_keras.py"}
+
+
+def page_in_world(name, into):
+    """Source for a world's script: runs docs/`name` as `run_page` does and puts its traceback, or
+    None, in `into["docs"]`."""
+    return (
+        f"import pathlib, sys\nsys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+        f"from test_docs import run_page\n"
+        f"{into}['docs'] = run_page(pathlib.Path({str(ROOT / 'docs' / name)!r}))\n"
+    )
 
 
 def sets_the_environment(page):
@@ -93,16 +108,19 @@ def test_every_public_name_has_an_api_entry():
     assert documented >= set(tf_posenc.__all__) - {"__version__"}
 
 
+def test_every_page_that_sets_the_environment_runs_in_its_world():
+    assert {page.name for page in PAGES if sets_the_environment(page)} == set(WORLDS)
+    for name, module in WORLDS.items():
+        assert f'page_in_world("{name}"' in (ROOT / "tests" / module).read_text(encoding="utf-8")
+
+
 @pytest.mark.slow
 def test_the_pages_python_blocks_run():
     shared = [page for page in PAGES if python_blocks(page) and not sets_the_environment(page)]
-    own = [page for page in PAGES if sets_the_environment(page)]
     errors = run_in_fresh_interpreter(shared)
-    for page in own:
-        errors.update(run_in_fresh_interpreter([page]))
     failed = {page: error for page, error in errors.items() if error}
     assert not failed, "\n\n".join(f"{page}:\n{error}" for page, error in failed.items())
-    assert len(errors) >= 12
+    assert len(errors) >= 11
 
 
 if __name__ == "__main__":

@@ -6,9 +6,17 @@ import pytest
 from backend_world import *  # noqa: F403 (the world's tests, on this module's backend)
 from backend_world import BACKEND_ERRORS, ENVIRONMENTS
 from helpers import run_python
+from test_docs import page_in_world
 
 BACKEND = "jax"
 pytestmark = pytest.mark.slow
+# The documentation's JAX page runs in this world's interpreter, after its other checks.
+WORLD_PAGE = page_in_world("backends.md", "world")
+
+
+def test_the_backends_page_runs_on_jax(backend_world):
+    _, _, world, _, _ = backend_world
+    assert world["docs"] is None, world["docs"]
 
 
 def test_a_backend_no_family_runs_on_is_named(tmp_path):

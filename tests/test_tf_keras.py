@@ -17,6 +17,7 @@ from helpers import MaskProbeBody, run_python
 from hf_configs import CONFIGS
 from layer_cases import BAD_CALLS, CASES, make_layer
 from reference import reference_table
+from test_docs import page_in_world
 
 import tf_posenc
 from tf_posenc import layers as keras_3
@@ -233,8 +234,18 @@ def legacy_world(tmp_path_factory):
     """One tf_keras interpreter saves the files the reload test reads, then trains; returns its
     folder and what it reported."""
     folder = tmp_path_factory.mktemp("legacy_world")
-    result = json.loads(run_python(SAVE_LEGACY + LEGACY_WORLD, folder, env=LEGACY).splitlines()[-1])
+    # The documentation's Keras 2 page runs here too, after the world's checks.
+    script = SAVE_LEGACY + LEGACY_WORLD.replace(
+        "print(json.dumps(result))", page_in_world("keras2.md", "result") + "print(json.dumps(result))"
+    )
+    result = json.loads(run_python(script, folder, env=LEGACY).splitlines()[-1])
     return folder, result
+
+
+@pytest.mark.slow
+def test_the_keras_2_page_runs_in_tf_keras(legacy_world):
+    _, result = legacy_world
+    assert result["docs"] is None, result["docs"]
 
 
 @pytest.mark.slow
