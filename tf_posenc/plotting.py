@@ -155,7 +155,8 @@ def plot_pair_rotation(position, d_model, pairs=None, max_wavelength=10000, shif
     d_model = _validation.positive_int("d_model", d_model)
     if d_model % 2:
         raise ValueError(
-            f"`d_model` must be even: its columns are drawn in pairs. Received: d_model={d_model}"
+            "`d_model` must be even: its columns are drawn in pairs. "
+            + _validation.received("d_model", d_model)
         )
     pairs = tuple(pairs) if pairs is not None else (0, d_model // 8)
     for pair in pairs:
