@@ -4,6 +4,7 @@ the test environment), from the repository's root:
 
     python tests/print_transformers.py rotations   # writes tests/transformers_5_25.json
     python tests/print_transformers.py defaults    # prints the config classes' defaults
+    python tests/print_transformers.py windows     # adds each layer's sliding window to the json
 
 For every causal language model of transformers whose text model builds a rotary module, its
 text model type (multimodal models share their language model's), and per distinct attention
@@ -339,5 +340,34 @@ def defaults():
         print(repr(text_type), values, getattr(text, "layer_types", None), renamed, parents)
 
 
+def windows():
+    """Adds to tests/transformers_5_25.json, per text model type, each decoder layer's window as
+    its attention module passes it to the attention function (`sliding_window`, None on a layer
+    whose `is_sliding` is False; "absent" where the module has no such attribute), on the meta
+    device from the config class's defaults."""
+    path = pathlib.Path(__file__).parent / "transformers_5_25.json"
+    stored = json.loads(path.read_text())
+    for text_type, (parents, module_name) in sorted(rotary_text_models().items()):
+        entry = stored["types"].get(text_type)
+        if entry is None or "plan" not in entry:
+            continue
+        try:
+            text = text_config(text_type, parents)
+            _, layers = text_model(text, importlib.import_module(module_name))
+        except Exception as error:
+            print(text_type, "error", error, flush=True)
+            continue
+        found = []
+        for layer in layers:
+            attention = attention_of(layer)
+            window = getattr(attention, "sliding_window", "absent") if attention is not None else "absent"
+            if getattr(attention, "is_sliding", True) is False:
+                window = None  # EXAONE 4 and Kolibri keep the window, and pass it on sliding layers only
+            found.append(window if window in (None, "absent") else int(window))
+        entry["windows"] = found
+        print(text_type, sorted({str(window) for window in found}), flush=True)
+    path.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
+
+
 if __name__ == "__main__":
-    {"rotations": rotations, "defaults": defaults}[sys.argv[1]]()
+    {"rotations": rotations, "defaults": defaults, "windows": windows}[sys.argv[1]]()

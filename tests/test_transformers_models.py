@@ -1,7 +1,7 @@
 """Every decoder of transformers 5.25 whose language model rotates queries and keys, read from its
 config class's defaults: its rotation is the one transformers' own attention modules apply, its
-plan has their self-attention layers and softmax scales, or it is refused by the mechanism it
-needs. The printed values come from `tests/print_transformers.py` (`transformers_5_25.json`)."""
+plan has their self-attention layers, softmax scales and windows, or it is refused by the
+mechanism it needs. The printed values come from `tests/print_transformers.py` (`transformers_5_25.json`)."""
 
 import json
 import pathlib
@@ -151,6 +151,11 @@ def test_the_plan_has_transformers_self_attention_layers_and_scales(text_type):
             assert entry.scaling == pytest.approx(scaling, rel=1e-12)
         if not self_attention:
             assert entry.rope is None and entry.scaling is None
+    # Each layer's window as its attention module holds it, where the module holds one.
+    windows = TYPES[text_type].get("windows", [])
+    for index, (entry, window) in enumerate(zip(plan, windows, strict=False)):
+        if entry.self_attention and window != "absent":
+            assert entry.sliding_window == window, (index, entry.sliding_window, window)
 
 
 def test_every_rotary_decoder_is_read_or_refused_by_the_mechanism_it_needs():
