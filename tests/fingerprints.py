@@ -8,6 +8,11 @@ import numpy as np
 OVERRIDES = {
     "glm4v_text": {"partial_rotary_factor": 0.5},
     "glm4v_moe_text": {"partial_rotary_factor": 0.5},
+    # Their config classes' defaults leave these None, and their modules cannot be built so.
+    "ministral": {"head_dim": 128},
+    "hunyuan_v1_dense": {"head_dim": 128},
+    "hunyuan_v1_moe": {"head_dim": 128},
+    "nemotron": {"num_key_value_heads": 8},
 }
 
 

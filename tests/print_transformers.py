@@ -3,6 +3,7 @@ and `tf_posenc/_hf_defaults.py`: run in an environment with transformers 5.25.0 
 the test environment), from the repository's root:
 
     python tests/print_transformers.py rotations   # writes tests/transformers_5_25.json
+    python tests/print_transformers.py rotations TYPE ...  # prints those types again, in place
     python tests/print_transformers.py defaults    # prints the config classes' defaults
     python tests/print_transformers.py windows     # adds each layer's sliding window to the json
 
@@ -227,9 +228,14 @@ def run(module, text, rope, layer, layer_type, batch):
     return result
 
 
-def rotations():
-    printed = {}
+def rotations(only=()):
+    """All model types, or (given names) only those, whose entries replace the stored ones."""
+    path = pathlib.Path(__file__).parent / "transformers_5_25.json"
+    printed = json.loads(path.read_text())["types"] if only else {}
     for text_type, (parents, module_name) in sorted(rotary_text_models().items()):
+        if only and text_type not in only:
+            continue
+        printed.pop(text_type, None)
         module = importlib.import_module(module_name)
         entry = printed.setdefault(text_type, {"parents": sorted(parents)})
         try:
@@ -275,11 +281,11 @@ def rotations():
             {key: value.get("error", "ok") for key, value in entry["rotations"].items()},
             flush=True,
         )
-    path = pathlib.Path(__file__).parent / "transformers_5_25.json"
     source = (
         f"transformers {transformers.__version__}, torch {torch.__version__}: tests/print_transformers.py"
     )
-    path.write_text(json.dumps({"source": source, "types": printed}, separators=(",", ":")) + "\n")
+    types = dict(sorted(printed.items()))
+    path.write_text(json.dumps({"source": source, "types": types}, separators=(",", ":")) + "\n")
 
 
 READ = (
@@ -370,4 +376,7 @@ def windows():
 
 
 if __name__ == "__main__":
-    {"rotations": rotations, "defaults": defaults, "windows": windows}[sys.argv[1]]()
+    if sys.argv[1] == "rotations":
+        rotations(sys.argv[2:])
+    else:
+        {"defaults": defaults, "windows": windows}[sys.argv[1]]()
