@@ -4,7 +4,9 @@ NumPy only, so that both environments import it."""
 import numpy as np
 
 # Values some config classes of transformers 5.25 leave unset in their defaults (their
-# checkpoints give them); the printer sets them, and the test reads the configs with them.
+# checkpoints give them); the printer sets them, and the test reads the configs with them (the
+# keys of `ROPE_KEYS` inside `rope_parameters`, the others at the config's top level).
+ROPE_KEYS = ("partial_rotary_factor",)
 OVERRIDES = {
     "glm4v_text": {"partial_rotary_factor": 0.5},
     "glm4v_moe_text": {"partial_rotary_factor": 0.5},
@@ -13,6 +15,9 @@ OVERRIDES = {
     "hunyuan_v1_dense": {"head_dim": 128},
     "hunyuan_v1_moe": {"head_dim": 128},
     "nemotron": {"num_key_value_heads": 8},
+    # Lists and sizes their defaults leave unset: any valid values compare alike.
+    "lfm2_moe": {"layer_types": ["conv", "conv", "full_attention", "conv"] * 8},
+    "deepseek_ocr2_text": {"mlp_layer_types": ["dense"] + ["sparse"] * 31},
 }
 
 

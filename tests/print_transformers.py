@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 import torch
 import transformers
-from fingerprints import OVERRIDES, fixed_vectors
+from fingerprints import OVERRIDES, ROPE_KEYS, fixed_vectors
 from transformers import AutoConfig, PreTrainedModel
 from transformers.models.auto import modeling_auto
 
@@ -77,7 +77,7 @@ def text_config(text_type, parents):
     text = AutoConfig.for_model(parent).get_text_config(decoder=True)
     text._attn_implementation = "eager"
     for key, value in OVERRIDES.get(text_type, {}).items():
-        if isinstance(getattr(text, "rope_parameters", None), dict):
+        if key in ROPE_KEYS and isinstance(getattr(text, "rope_parameters", None), dict):
             text.rope_parameters[key] = value
         setattr(text, key, value)
     return text

@@ -9,7 +9,7 @@ import pathlib
 import keras
 import numpy as np
 import pytest
-from fingerprints import OVERRIDES, fixed_vectors
+from fingerprints import OVERRIDES, ROPE_KEYS, fixed_vectors
 
 from tf_posenc import RotaryEmbedding, _hf_config, attention_temperature, hf_attention_layers
 from tf_posenc._rows import row_error_bound
@@ -32,10 +32,14 @@ ROWS_WITHHELD = {"lara_mini": "full_attention"}
 
 
 def config_of(text_type):
+    """The config class's defaults, with the printer's overrides: rope parameters inside
+    `rope_parameters`, the other keys at the top, as transformers 5 keeps them."""
     config = {"model_type": text_type}
-    if text_type in OVERRIDES:
-        parameters = dict(_hf_config.read(config)["rope_parameters"])
-        config["rope_parameters"] = {**parameters, **OVERRIDES[text_type]}
+    overrides = OVERRIDES.get(text_type, {})
+    rope = {key: value for key, value in overrides.items() if key in ROPE_KEYS}
+    if rope:
+        config["rope_parameters"] = {**_hf_config.read(config)["rope_parameters"], **rope}
+    config.update({key: value for key, value in overrides.items() if key not in ROPE_KEYS})
     return config
 
 
