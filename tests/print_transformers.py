@@ -37,6 +37,7 @@ warnings.filterwarnings("ignore")
 transformers.logging.set_verbosity_error()
 
 POSITIONS = [0, 1, 2, 63, 2**17 - 1]  # capped below a model's max_position_embeddings
+PRINTED = pathlib.Path(__file__).parent / "transformers_5_25.json"
 MAPPINGS = (
     "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
     "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
@@ -230,8 +231,7 @@ def run(module, text, rope, layer, layer_type, batch):
 
 def rotations(only=()):
     """All model types, or (given names) only those, whose entries replace the stored ones."""
-    path = pathlib.Path(__file__).parent / "transformers_5_25.json"
-    printed = json.loads(path.read_text())["types"] if only else {}
+    printed = json.loads(PRINTED.read_text())["types"] if only else {}
     for text_type, (parents, module_name) in sorted(rotary_text_models().items()):
         if only and text_type not in only:
             continue
@@ -285,7 +285,7 @@ def rotations(only=()):
         f"transformers {transformers.__version__}, torch {torch.__version__}: tests/print_transformers.py"
     )
     types = dict(sorted(printed.items()))
-    path.write_text(json.dumps({"source": source, "types": types}, separators=(",", ":")) + "\n")
+    PRINTED.write_text(json.dumps({"source": source, "types": types}, separators=(",", ":")) + "\n")
 
 
 READ = (
@@ -351,8 +351,7 @@ def windows():
     its attention module passes it to the attention function (`sliding_window`, None on a layer
     whose `is_sliding` is False; "absent" where the module has no such attribute), on the meta
     device from the config class's defaults."""
-    path = pathlib.Path(__file__).parent / "transformers_5_25.json"
-    stored = json.loads(path.read_text())
+    stored = json.loads(PRINTED.read_text())
     for text_type, (parents, module_name) in sorted(rotary_text_models().items()):
         entry = stored["types"].get(text_type)
         if entry is None or "plan" not in entry:
@@ -372,7 +371,7 @@ def windows():
             found.append(window if window in (None, "absent") else int(window))
         entry["windows"] = found
         print(text_type, sorted({str(window) for window in found}), flush=True)
-    path.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
+    PRINTED.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
 
 
 if __name__ == "__main__":

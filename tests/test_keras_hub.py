@@ -304,20 +304,25 @@ def test_qwen35_mrope_path_is_made_exact():
         [[2, 3, 3], [2, 2, 3]],
         [[2, 3, 2], [3, 2, 3]],
     )  # an image's rows and columns
-    far = ids + 2**17
-    theirs = {name: keras.ops.convert_to_numpy(attention._apply_partial_rope(x, 0, v)) for name, v in
-              (("near", ids), ("far", far), ("text", None))}  # fmt: skip
+    calls = {"near": ids, "far": ids + 2**17, "text": None}
+
+    def rotated():
+        return {
+            name: keras.ops.convert_to_numpy(attention._apply_partial_rope(x, 0, v))
+            for name, v in calls.items()
+        }
+
+    theirs = rotated()
     exact_rotary(qwen35)
     assert isinstance(attention.rotary_embedding_layer, RotaryEmbedding)
-    ours = {name: keras.ops.convert_to_numpy(attention._apply_partial_rope(x, 0, v)) for name, v in
-            (("near", ids), ("far", far), ("text", None))}  # fmt: skip
+    ours = rotated()
     np.testing.assert_allclose(ours["near"], theirs["near"], atol=2e-6)  # small positions: keras-hub's values
     np.testing.assert_allclose(ours["text"], theirs["text"], atol=2e-6)
-    for name, positions in (("near", ids), ("far", far)):
-        exact = qwen35_mrope_restated(x, positions, (2, 1, 1), 8)
-        assert np.abs(ours[name] - exact).max() <= 4 * rounding_floor(exact, "float32")
-    exact = qwen35_mrope_restated(x, far, (2, 1, 1), 8)
-    assert np.abs(theirs["far"] - exact).max() > 100 * np.abs(ours["far"] - exact).max()  # keras-hub's drift
+    exact = {name: qwen35_mrope_restated(x, calls[name], (2, 1, 1), 8) for name in ("near", "far")}
+    for name in exact:
+        assert np.abs(ours[name] - exact[name]).max() <= 4 * rounding_floor(exact[name], "float32")
+    far_error = np.abs(ours["far"] - exact["far"]).max()
+    assert np.abs(theirs["far"] - exact["far"]).max() > 100 * far_error  # keras-hub's drift
     # The backbone runs with the exact layers; a second call finds nothing left to swap.
     assert exact_rotary(qwen35) is qwen35 and not keras_hub_rotary_sites(qwen35)
 

@@ -84,10 +84,11 @@ def test_notebooks_link_each_other_and_name_their_sources():
 
 
 def test_the_learners_notebook_is_short_with_small_cells_and_tasks_it_checks():
-    cells = _read(LEARNER).cells
+    notebook = _read(LEARNER)
+    cells = notebook.cells
     words = sum(len(re.findall(r"\S+", cell.source)) for cell in cells if cell.cell_type == "markdown")
     assert words <= 3500
-    assert max(len(cell.source.splitlines()) for cell in _code_cells(_read(LEARNER))) <= 25
+    assert max(len(cell.source.splitlines()) for cell in _code_cells(notebook)) <= 25
     # Each "your turn" task is a code cell holding the learner's answer, and the next cell checks it.
     tasks = [index for index, cell in enumerate(cells) if cell.source.startswith("# Your turn")]
     assert len(tasks) >= 2
