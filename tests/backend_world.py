@@ -364,7 +364,7 @@ world["new_length_traces"] = [encoding._eager_paths.traces, rotary._eager_paths.
 
 # What only one backend's world runs, after the layer cases.
 SCATTERED_CALLS = """
-import gc, torch
+import gc, types, torch
 from helpers import in_threads
 from tf_posenc import _eager
 
@@ -374,7 +374,8 @@ def kept_storage_bytes(layer):
     seen, storages, todo = set(), {}, [layer._eager_paths]
     while todo:
         item = todo.pop()
-        if id(item) in seen or isinstance(item, (type, str, bytes)):
+        # Code is not what a layer keeps: a function's globals would reach every module's state.
+        if id(item) in seen or isinstance(item, (type, str, bytes, types.ModuleType, types.FunctionType)):
             continue
         seen.add(id(item))
         if isinstance(item, torch.Tensor):

@@ -11,7 +11,8 @@ What is kept between calls is keyed by everything the result depends on (`CallKe
 combination (a call's add or rotation, or `RotaryEmbedding.rows`), the layer's dtype policy, the
 device the rows are made on, PyTorch's inference mode, the inputs' dtype and rank and the sizes
 the layer depends on (`kept_axes`). A changed policy, a device scope or an inference-mode call
-thus gets what a fresh layer gets. Each store is bounded and guarded by a lock:
+thus gets what a fresh layer gets. Each store is bounded and guarded by a lock (what else is kept,
+per configuration and per graph, is in `_kept`):
 
 - TensorFlow: one traced function per key, traced with every other size left open (every
   length and offset reuses it); at most `KEPT_FUNCTIONS`, the least recently used let go.
@@ -33,15 +34,15 @@ The stores live outside the layer's attributes on purpose: SavedModel export sav
 `tf.function` attributes of a layer, and these are for eager calls only.
 """
 
-import collections
 import dataclasses
+import math
 import threading
 import types
 
 import keras
 import tensorflow as tf
 
-from tf_posenc import _positions, _rows
+from tf_posenc import _kept, _positions, _rows
 from tf_posenc._positions import Positions
 
 KEPT_FUNCTIONS = 16  # TensorFlow: traced functions per layer (JAX: jitted pairs)
@@ -60,25 +61,6 @@ def is_eager(inputs):
     if backend == "torch":
         return _positions.values_at_hand()  # not under `torch.compile` or an export's trace
     return tf.executing_eagerly()
-
-
-def _device():
-    """The device the rows of an eager call are made on: Keras's device scope, else the default."""
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
-
-        return str(jax.config.jax_default_device)  # `keras.device` sets it
-    return str(keras.ops.zeros((), "int32").device if backend == "torch" else tf.constant(0).device)
-
-
-def _inference_mode():
-    """PyTorch's inference mode: tensors made under it cannot be saved for a backward pass."""
-    if keras.backend.backend() != "torch":
-        return False
-    import torch
-
-    return torch.is_inference_mode_enabled()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,8 +93,8 @@ def call_key(layer, inputs, kept_axes, combine, kind):
         kind=kind,
         policy=layer.dtype_policy.name,
         dtype=keras.backend.standardize_dtype(inputs.dtype),
-        device=_device(),
-        inference_mode=_inference_mode(),
+        device=_kept.device(),
+        inference_mode=_kept.inference_mode(),
         rank=rank,
         kept_sizes=tuple((axis, inputs.shape[axis]) for axis in kept),
     )
@@ -161,7 +143,9 @@ class EagerPaths:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._functions = collections.OrderedDict()  # TensorFlow and JAX: key -> compiled
+        # TensorFlow and JAX: key -> compiled (counted, not measured: a traced function's bytes
+        # are TensorFlow's and JAX's to know).
+        self._functions = _kept.Store(entries=KEPT_FUNCTIONS, max_bytes=math.inf, size=lambda function: 0)
         self._windows = []  # PyTorch: the kept windows, the least recently used first
         self.traces = 0
 
@@ -190,22 +174,6 @@ class EagerPaths:
             return self._torch(layer, inputs, positions, key, combine)
         return self._tensorflow(layer, inputs, positions, key, combine)
 
-    def _compiled(self, key, make):
-        """The compiled function of `key`, made by `make()` if not kept; at most `KEPT_FUNCTIONS`
-        are kept, the least recently used let go."""
-        with self._lock:
-            function = self._functions.get(key)
-            if function is not None:
-                self._functions.move_to_end(key)
-                return function
-        function = make()
-        with self._lock:
-            function = self._functions.setdefault(key, function)  # another thread's, if first
-            self._functions.move_to_end(key)
-            while len(self._functions) > KEPT_FUNCTIONS:
-                self._functions.popitem(last=False)
-        return function
-
     def _tensorflow(self, layer, inputs, positions, key, combine):
         kind, rank, kept = key.kind, key.rank, key.sizes
         arguments = [inputs]
@@ -229,7 +197,7 @@ class EagerPaths:
 
         if kind:  # one function for every shape of positions of a dtype and rank
             key = dataclasses.replace(key, positions_spec=(arguments[1].dtype.name, arguments[1].shape.rank))
-        return self._compiled(key, make)(*arguments)
+        return self._functions.get(key, make)(*arguments)
 
     def _jax(self, layer, inputs, positions, key, combine):
         import jax
@@ -246,7 +214,7 @@ class EagerPaths:
 
             return jax.jit(rows, static_argnums=(0, 1)), jax.jit(combined, static_argnums=(2,))
 
-        rows, combined = self._compiled(key, make)
+        rows, combined = self._functions.get(key, make)
         shape, rank = tuple(inputs.shape), len(inputs.shape)
         follows = positions is not None and layer._rows_follow_positions()
         axis = layer._sequence_axis(rank) if follows else None

@@ -15,8 +15,6 @@ positions); they are never rounded.
 """
 
 import numbers
-import threading
-import weakref
 from typing import NamedTuple
 
 import keras
@@ -24,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from tf_posenc import _validation
+from tf_posenc import _kept, _validation
 
 
 class Positions(NamedTuple):
@@ -271,58 +269,12 @@ class CheckedValues(keras.Operation):
         return {**config, "fractions": True} if self.fractions else config
 
 
-class PerGraph:
-    """What is computed from a tensor of a graph being traced, kept for the rest of the trace:
-    layers that work at one `start_index` in one graph (every attention layer of a decoding
-    step) share its check and its rows. Each check's `Assert` is stateful, so without this
-    every call kept its own copy of the rows, which Grappler merges in a graph but XLA does
-    not across keras-hub's `generate` loop.
-
-    Kept by the graph being traced (the default graph: a `while_loop` body or a `cond` branch
-    is a graph of its own), the tensor's identity and a `key` of everything else the value
-    depends on (hashable; objects in it are held, so their ids cannot be reused). Held weakly
-    (the graph, and the tensors, which the graph keeps alive: gone with it), at most
-    `PER_GRAPH` values a graph, under a lock.
-    """
-
-    PER_GRAPH = 64
-
-    def __init__(self):
-        self._graphs = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
-
-    def get(self, tensor, key, compute):
-        """The value `compute()` gave for `tensor` and `key` earlier in this graph, or its
-        result now (kept for later calls)."""
-        graph = tf.compat.v1.get_default_graph()
-        key = (id(tensor), key)
-        with self._lock:
-            kept = self._graphs.setdefault(graph, {})
-            given, value = kept.get(key, (lambda: None, lambda: None))
-            if given() is tensor and value() is not None:
-                return value()
-        result = compute()
-        with self._lock:
-            if len(kept) < self.PER_GRAPH:
-                kept[key] = (weakref.ref(tensor), weakref.ref(result))
-        return result
-
-
-def in_graph(tensor):
-    """Whether `tensor` is a TensorFlow tensor of a graph being traced (a `tf.function`, a
-    Keras graph or XLA step), where `PerGraph` applies."""
-    return isinstance(tensor, tf.Tensor) and not tf.executing_eagerly() and hasattr(tensor, "graph")
-
-
-_CHECKED_STARTS = PerGraph()
-
-
 def _checked_start(start_index, inputs, sequence_axis, limit):
     seq_len = inputs.shape[sequence_axis]
-    if in_graph(start_index) and seq_len is not None and _graph_checks() and not values_at_hand():
-        return _CHECKED_STARTS.get(
+    if _kept.in_graph(start_index) and seq_len is not None and _graph_checks() and not values_at_hand():
+        return _kept.CHECKED_STARTS.get(
             start_index,
-            (limit, seq_len),
+            _kept.CheckedStartKey(limit, seq_len, _kept.device()),
             lambda: _checked_start_now(start_index, inputs, sequence_axis, limit),
         )
     return _checked_start_now(start_index, inputs, sequence_axis, limit)

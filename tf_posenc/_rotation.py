@@ -25,12 +25,12 @@ def rotation_dtype(compute_dtype):
 def grouped_rows(groups, dtype, scale=1.0):
     """Rotation rows of feature pairs in groups, each group turned by its own ids.
 
-    `groups` lists `(ids, constants)`: int32 ids of any shape and the group's `_rows.Constants`.
+    `groups` lists `(ids, provider)`: int32 ids of any shape and the group's `_rows.RowProvider`.
     Returns the sines of every group's pairs, in group order, then their cosines.
     """
     sines, cosines = [], []
-    for ids, constants in groups:
-        rows = _rows.rows(_positions.Positions(values=ids), None, constants, dtype, scale=scale)
+    for ids, provider in groups:
+        rows = provider.rows(_positions.Positions(values=ids), None, dtype, scale=scale)
         sine, cosine = ops.split(rows, 2, axis=-1)
         sines.append(sine)
         cosines.append(cosine)

@@ -51,9 +51,7 @@ terms before the final rounding are what it adds to; the tests measure the total
 [d] tests/test_rope_types.py::test_rotation_is_exact_for_every_family
 """
 
-import functools
 import math
-import threading
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -62,7 +60,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from tf_posenc import _positions, _validation
+from tf_posenc import _kept, _positions, _validation
 
 _LIMB_BITS = 12
 _LIMB = 2**_LIMB_BITS
@@ -128,41 +126,79 @@ def row_error_bound(dtype="float32"):
 ROW_ERROR_BOUND = row_error_bound("float32")
 
 
-class Constants:
-    """A layer's per-column constants, int32 and read-only: frequency limbs `(6, d)`, phase
-    offsets `(d,)`, and what the route reads of them: `products`, the frequency limbs each
-    position limb multiplies (`_phase`), `(3, 6, d)`, and `both_offsets`, the offsets of the
-    sines and of the cosines a quarter turn later, `(2d,)`.
+class RowProvider:
+    """One layer configuration's rows: what a layer asks for its rows (`rows`, `timestep_rows`).
 
-    Built once per layer configuration (they depend on nothing else).
+    It holds the configuration's per-column constants, int32 and read-only: frequency limbs
+    `(6, d)`, phase offsets `(d,)`, and what the route reads of them: `products`, the frequency
+    limbs each position limb multiplies (`_phase`), `(3, 6, d)`, `both_offsets`, the offsets of
+    the sines and of the cosines a quarter turn later, `(2d,)`, and for fractional timesteps
+    `fraction_products` (`_fraction_products`). Built once per configuration (`provider`); what
+    is kept for it between calls is found in `_kept`'s stores by its `key`.
     """
 
-    __slots__ = ("limbs", "offsets", "products", "both_offsets", "width", "_eager_steps", "_lock")
+    __slots__ = (
+        "key",
+        "limbs",
+        "offsets",
+        "products",
+        "both_offsets",
+        "fraction_products",
+        "width",
+        "nbytes",
+    )
 
-    def __init__(self, limbs, offsets):
-        self.limbs, self.offsets, self.width = limbs, offsets, limbs.shape[1]
+    def __init__(self, key, limbs, offsets, fraction_products=None):
+        self.key, self.limbs, self.offsets, self.width = key, limbs, offsets, limbs.shape[1]
         self.products = _limb_products(limbs)
         self.both_offsets = _sine_and_cosine_offsets(offsets)
-        # PyTorch's eager calls: the steps' pieces by device and inference mode (a tensor made
-        # under `torch.inference_mode` cannot be saved for a training call's backward pass).
-        self._eager_steps = {}
-        self._lock = threading.Lock()
-
-    def eager_steps(self):
-        """The steps' pieces for an eager PyTorch call, computed once per device and mode."""
-        import torch
-
-        key = (str(ops.convert_to_tensor(0).device), torch.is_inference_mode_enabled())
-        with self._lock:
-            steps = self._eager_steps.get(key)
-        if steps is None:
-            steps = _steps_of(self.products)
-            with self._lock:
-                steps = self._eager_steps.setdefault(key, steps)  # another thread's, if first
-        return steps
+        self.fraction_products = fraction_products
+        arrays = (limbs, offsets, self.products, self.both_offsets, fraction_products)
+        self.nbytes = sum(array.nbytes for array in arrays if array is not None)
 
     def __deepcopy__(self, memo):
         return self  # read-only
+
+    def step_pieces(self):
+        """The `_StepPieces` of the 64 steps' sines, then of their cosines, stacked: `(8, 64, d)`.
+        Constants, which graphs fold; PyTorch's eager calls, which fold nothing, compute them once
+        per device and inference mode (a tensor made under `torch.inference_mode` cannot be saved
+        for a training call's backward pass) and keep them in `_kept.STEP_PIECES`."""
+        if not _positions.values_at_hand():
+            return _steps_of(self.products)
+        key = _kept.StepsKey(self.key, _kept.device(), _kept.inference_mode())
+        return _kept.STEP_PIECES.get(key, lambda: _steps_of(self.products))
+
+    def rows(self, positions, length, dtype="float32", scale=1.0):
+        """The rows of `positions` (a checked `_positions.Positions`) in `dtype`, each entry times
+        `scale` (a Python float) before its one rounding.
+
+        Given `values` (int32, any shape), rows of shape `values.shape + (d,)`; given a `start`
+        (a Python int or a scalar int32 tensor), the `length` rows from there, shape `(length, d)`,
+        where `length` is a Python int or a scalar int32 tensor. The same position has the same
+        bits either way.
+        """
+        if positions.values is not None:
+            table = _rows_at(positions.values, self, dtype, scale)
+        elif _kept.in_graph(positions.start) and isinstance(length, int):
+            # The layers of a decoding step share their rows (see `_kept.PerGraph`).
+            dtype = keras.backend.standardize_dtype(dtype)
+            key = _kept.SharedRowsKey(self.key, length, dtype, float(scale), _kept.device())
+            table = _kept.SHARED_ROWS.get(
+                positions.start, key, lambda: _contiguous_rows(positions.start, length, self, dtype, scale)
+            )
+        else:
+            table = _contiguous_rows(positions.start, length, self, dtype, scale)
+        return _materialized(table) if keras.backend.backend() == "jax" else table
+
+    def timestep_rows(self, timesteps, dtype="float32"):
+        """The rows of checked timesteps (`_positions.checked_timesteps`): int32 ones by `rows`;
+        float32 ones by `rows` where they are whole and not negative (the same bits as the
+        integers), by their fractional phase elsewhere (a provider built with `fractions=True`),
+        each rounded once to `dtype`."""
+        if keras.backend.standardize_dtype(timesteps.dtype) == "int32":
+            return self.rows(_positions.Positions(values=timesteps), None, dtype)
+        return _fractional_timestep_rows(timesteps, self, dtype)
 
 
 def _sine_and_cosine_offsets(offsets):
@@ -191,31 +227,33 @@ def _turns_fixed_point(frequency, bits=_LIMB_BITS * _FREQUENCY_LIMBS):
     return round(turns * 2**bits) % 2**bits
 
 
-@functools.lru_cache(maxsize=64)
-def _cached_constants(frequencies, quarter_turns):
-    limbs = np.zeros((_FREQUENCY_LIMBS, len(frequencies)), np.int32)
-    for column, frequency in enumerate(frequencies):
+def _provider_of(key):
+    limbs = np.zeros((_FREQUENCY_LIMBS, len(key.frequencies)), np.int32)
+    for column, frequency in enumerate(key.frequencies):
         fixed = _turns_fixed_point(frequency)
         for limb in range(_FREQUENCY_LIMBS):
             shift = _LIMB_BITS * (_FREQUENCY_LIMBS - 1 - limb)
             limbs[limb, column] = (fixed >> shift) % _LIMB
-    offsets = (np.asarray(quarter_turns, np.int64) % 4 * _QUARTER_TURN).astype(np.int32)
+    offsets = (np.asarray(key.quarter_turns, np.int64) % 4 * _QUARTER_TURN).astype(np.int32)
     limbs.flags.writeable = False
     offsets.flags.writeable = False
-    return Constants(limbs, offsets)
+    fractions = _fraction_products(key.frequencies) if key.fractions else None
+    return RowProvider(key, limbs, offsets, fractions)
 
 
-def column_constants(frequencies, cosine):
-    """The `Constants` of columns with these float64 `frequencies` (sines, or cosines where
-    the boolean `cosine` says so), as NumPy arrays of the output columns' order."""
-    quarter_turns = np.asarray(cosine, bool).astype(int)
-    return _cached_constants(
-        tuple(np.asarray(frequencies, np.float64).tolist()), tuple(quarter_turns.tolist())
+def provider(frequencies, cosine, fractions=False):
+    """The `RowProvider` of columns with these float64 `frequencies` (sines, or cosines where the
+    boolean `cosine` says so), in the output columns' order; with the constants of fractional
+    timesteps too where `fractions` says so. One per configuration, kept in `_kept.PROVIDERS`."""
+    key = _kept.ColumnsKey(
+        tuple(np.asarray(frequencies, np.float64).tolist()),
+        tuple(np.asarray(cosine, bool).astype(int).tolist()),
+        bool(fractions),
     )
+    return _kept.PROVIDERS.get(key, lambda: _provider_of(key))
 
 
-@functools.lru_cache(maxsize=1)
-def _sine_table():
+def _make_sine_table():
     """Per table angle A = 2*pi*j/1024: sin A as hi + lo, and 2*pi*cos A as 10 bits + rest."""
     steps = np.arange(2**_TABLE_BITS)
     quadrant, within = steps // 2 ** (_TABLE_BITS - 2), steps % 2 ** (_TABLE_BITS - 2)
@@ -252,7 +290,8 @@ def _check_sine_table(table):
     assert sine_hi[::quarter].tolist() == [0.0, 1.0, 0.0, -1.0], "exact at the quarter turns"
 
 
-_check_sine_table(_sine_table())
+SINE_TABLE = _make_sine_table()
+_check_sine_table(SINE_TABLE)
 
 
 _POSITION_LIMB_UNITS = np.array([_LIMB**i for i in range(_POSITION_LIMBS)], np.int32)
@@ -271,7 +310,7 @@ def _phase(positions, products):
     """Exact phases `p * F mod 2**72`, their top 48 bits as int32 digits (hi, mid) of 24 bits,
     `hi` plus some whole turns (a multiple of 2**24, below 2**26 in all).
 
-    `positions`: int32 tensor of any shape; `products`: `Constants.products`. The digits have
+    `positions`: int32 tensor of any shape; `products`: `RowProvider.products`. The digits have
     shape `positions.shape + (d,)`.
     """
     # The position limbs (the last holds every bit above the others: below 2**7), on an axis
@@ -311,10 +350,10 @@ def _sine(hi, mid, constant=False):
     if constant:
         # One gather per value: Grappler folds a gather into a constant only where its output
         # is no larger than its inputs.
-        sine_hi, sine_lo, slope_hi, slope_lo = (_gather(column, index) for column in _sine_table().T)
+        sine_hi, sine_lo, slope_hi, slope_lo = (_gather(column, index) for column in SINE_TABLE.T)
     else:
         # One gather of four values costs about as much as a gather of one.
-        sine_hi, sine_lo, slope_hi, slope_lo = ops.unstack(_gather(_sine_table(), index), axis=-1)
+        sine_hi, sine_lo, slope_hi, slope_lo = ops.unstack(_gather(SINE_TABLE, index), axis=-1)
     near = ops.cast(fine, "float32") * (1.0 / _DIGIT)  # exact: log2(_FINE) bits
     far = ops.cast(mid, "float32") * (1.0 / _DIGIT**2)  # exact: 24 bits
     turns = near + far
@@ -359,7 +398,7 @@ class _Pieces:
 
 def _sines_and_cosines(positions, products, both_offsets):
     """Pieces of sin and cos of each column's phase at `positions` (int32, any shape) plus
-    `both_offsets` (as `Constants.both_offsets`), side by side along the last axis:
+    `both_offsets` (as `RowProvider.both_offsets`), side by side along the last axis:
     `[sines | cosines]`, so that each operation serves both."""
     constant = isinstance(positions, np.ndarray) and isinstance(products, np.ndarray)
     return _pieces_of_phases(*_phase(positions, products), both_offsets, constant)
@@ -385,15 +424,6 @@ class _StepPieces(NamedTuple):
     whole: object
 
 
-def _step_pieces(constants):
-    """The `_StepPieces` of the 64 steps' sines, then of their cosines, stacked: `(8, 64, d)`.
-    Constants, which graphs fold; PyTorch's eager calls, which fold nothing, compute them once per
-    device and inference mode and keep them with the constants."""
-    if _positions.values_at_hand():
-        return constants.eager_steps()
-    return _steps_of(constants.products)
-
-
 def _steps_of(products):
     # The steps' own phases: no offsets (the blocks carry them).
     offsets = _sine_and_cosine_offsets(np.zeros(products.shape[-1], np.int32))
@@ -406,7 +436,7 @@ def _combine(block, steps, dtype, scale=1.0):
     """sin(a + b) = sin a cos b + cos a sin b, times `scale`, rounded once to `dtype`.
 
     `block` holds the `_Pieces` of `[sin a | cos a]`; `steps` the pieces of sin b and of cos b,
-    the eight parts of `_step_pieces`. The products of heads (`leading`) and of heads with
+    the eight parts of `RowProvider.step_pieces`. The products of heads (`leading`) and of heads with
     middles (`second`) are exact, and so is their sum split by Fast2Sum: either |leading| >=
     |second|, or `leading` is a multiple of 2**-22 below 2**-10 and the sum is exact outright.
     Only `third`, below 2**-21, rounds before the last step. Subtractions carry the last steps,
@@ -448,12 +478,12 @@ def _scaled(rounded, minus_low, scale):
     return leading + ((rest * np.float32(scale_head) + rounded * scale_rest) - minus_low * np.float32(scale))
 
 
-def _rows_at(positions, constants, dtype, scale=1.0):
+def _rows_at(positions, provider, dtype, scale=1.0):
     """Rows at int32 `positions` (any shape), shape `positions.shape + (d,)`: position p is split
     as block + step, with step = p mod 64, and the row is sin(block phase + step phase)."""
     step = positions % STEP
-    block = _sines_and_cosines(positions - step, constants.products, constants.both_offsets)
-    pieces = _step_pieces(constants)
+    block = _sines_and_cosines(positions - step, provider.products, provider.both_offsets)
+    pieces = provider.step_pieces()
     # Sizes known as numbers (not `None`, nor JAX's symbolic dimensions of an export).
     if all(isinstance(size, int) for size in step.shape) and math.prod(step.shape) <= STEP:
         # A few positions (a decoding step): one gather, where the graph's cost is its number
@@ -465,7 +495,7 @@ def _rows_at(positions, constants, dtype, scale=1.0):
     return _combine(block, steps, dtype, scale)
 
 
-def _contiguous_rows(start, length, constants, dtype, scale=1.0):
+def _contiguous_rows(start, length, provider, dtype, scale=1.0):
     """Rows `start .. start + length - 1`, shape `(length, d)`, bit-equal to `_rows_at`.
 
     `start` and `length` are Python ints or scalar int32 tensors (a tensor `length` only where
@@ -475,10 +505,10 @@ def _contiguous_rows(start, length, constants, dtype, scale=1.0):
     """
     static_length = isinstance(length, int)
     if static_length and length < STEP:  # fewer rows than a block: cheaper one by one, same bits
-        return _rows_at(start + np.arange(length, dtype=np.int32), constants, dtype, scale)
+        return _rows_at(start + np.arange(length, dtype=np.int32), provider, dtype, scale)
     skip = start % STEP
     first_block = start - skip
-    steps = _step_pieces(constants)
+    steps = provider.step_pieces()
     if not static_length:
         blocks = (skip + length + STEP - 1) // STEP
         # Rows inside one block (a decoding step) need only their own steps, so the grid shrinks
@@ -494,37 +524,11 @@ def _contiguous_rows(start, length, constants, dtype, scale=1.0):
         blocks = (length + 2 * STEP - 2) // STEP
     block_starts = first_block + ops.arange(blocks, dtype="int32") * STEP
     # Blocks down the first axis, steps along the second: the pieces broadcast to the grid.
-    block = _sines_and_cosines(ops.expand_dims(block_starts, 1), constants.products, constants.both_offsets)
-    rows = ops.reshape(_combine(block, ops.unstack(steps), dtype, scale), (-1, constants.width))
+    block = _sines_and_cosines(ops.expand_dims(block_starts, 1), provider.products, provider.both_offsets)
+    rows = ops.reshape(_combine(block, ops.unstack(steps), dtype, scale), (-1, provider.width))
     if isinstance(skip, int):
         return rows[skip : skip + length]
-    return ops.slice(rows, (skip, 0), (length, constants.width))
-
-
-def rows(positions, length, constants, dtype="float32", scale=1.0):
-    """The rows of `positions` (a checked `_positions.Positions`) in `dtype`, each entry times
-    `scale` (a Python float) before its one rounding.
-
-    Given `values` (int32, any shape), rows of shape `values.shape + (d,)`; given a `start`
-    (a Python int or a scalar int32 tensor), the `length` rows from there, shape `(length, d)`,
-    where `length` is a Python int or a scalar int32 tensor. The same position has the same
-    bits either way.
-    """
-    if positions.values is not None:
-        table = _rows_at(positions.values, constants, dtype, scale)
-    elif _positions.in_graph(positions.start) and isinstance(length, int):
-        # The layers of a decoding step share their rows (see `_positions.PerGraph`).
-        table = _SHARED_ROWS.get(
-            positions.start,
-            (length, constants, keras.backend.standardize_dtype(dtype), scale),
-            lambda: _contiguous_rows(positions.start, length, constants, dtype, scale),
-        )
-    else:
-        table = _contiguous_rows(positions.start, length, constants, dtype, scale)
-    return _materialized(table) if keras.backend.backend() == "jax" else table
-
-
-_SHARED_ROWS = _positions.PerGraph()
+    return ops.slice(rows, (skip, 0), (length, provider.width))
 
 
 def _materialized(table):
@@ -549,8 +553,7 @@ assert _FRACTION_POSITION_LIMBS * _LIMB_BITS >= 31 + _FRACTION_BITS, "every |t| 
 assert _FRACTION_POSITION_LIMBS * (_LIMB - 1) ** 2 * 2 < 2**31, "a column sum and its carry fit in int32"
 
 
-@functools.lru_cache(maxsize=16)
-def fraction_products(frequencies):
+def _fraction_products(frequencies):
     """For float64 `frequencies` (a tuple), the frequency limbs that each of the seven limbs
     of `k` multiplies into each phase column: `(7, 14, d)` int32, `[i, c]` holding limb `c - i`
     of `F * 2**120` (least significant first), zero where there is none."""
@@ -588,24 +591,19 @@ def _fraction_phase(timesteps, products):
     return top[3] * _LIMB + top[2], top[1] * _LIMB + top[0]
 
 
-def timestep_rows(timesteps, constants, products, dtype="float32"):
-    """The rows of checked timesteps (`_positions.checked_timesteps`): int32 ones by `rows`;
-    float32 ones by `rows` where they are whole and not negative (the same bits as the
-    integers), by their fractional phase elsewhere, each rounded once to `dtype`.
-    `products` is `fraction_products` of the columns' frequencies."""
-    if keras.backend.standardize_dtype(timesteps.dtype) == "int32":
-        return rows(_positions.Positions(values=timesteps), None, constants, dtype)
+def _fractional_timestep_rows(timesteps, provider, dtype):
+    """`RowProvider.timestep_rows` of float32 timesteps."""
     whole = ops.logical_and(ops.floor(timesteps) == timesteps, timesteps >= 0)
-    integers = _rows_at(ops.cast(ops.where(whole, timesteps, 0.0), "int32"), constants, dtype)
+    integers = _rows_at(ops.cast(ops.where(whole, timesteps, 0.0), "int32"), provider, dtype)
     # The fractional phase as a block at step 0, so that `_combine` rounds it once (a bare
     # `rounded + low` is an addition tree that Grappler may reorder, losing the low part).
-    block = _pieces_of_phases(*_fraction_phase(timesteps, products), constants.both_offsets)
-    step_zero = ops.unstack(_step_pieces(constants)[:, :1])
+    block = _pieces_of_phases(*_fraction_phase(timesteps, provider.fraction_products), provider.both_offsets)
+    step_zero = ops.unstack(provider.step_pieces()[:, :1])
     magnitudes = _combine(block, step_zero, dtype)
     # A negative timestep: sin(-a) = -sin(a) and cos(-a) = cos(a), by an exact sign, so that
     # its row is as exact as its magnitude's (a phase of 1 - a would cancel the table's digits).
-    sines = constants.offsets == 0
-    assert np.all(sines | (constants.offsets == _QUARTER_TURN)), "sine and cosine columns only"
+    sines = provider.offsets == 0
+    assert np.all(sines | (provider.offsets == _QUARTER_TURN)), "sine and cosine columns only"
     signs = ops.where(_trailing_axes(timesteps < 0, 1), np.where(sines, -1.0, 1.0).astype(dtype), 1.0)
     return ops.where(_trailing_axes(whole, 1), integers, magnitudes * ops.cast(signs, dtype))
 

@@ -11,25 +11,25 @@ def sizes_of(inputs, axes):
     return tuple(sequence_length(inputs, axis) for axis in axes)
 
 
-def axis_constants(width, scale):
-    """The route's constants of one axis's `width` columns at position scale `scale`."""
-    return _rows.column_constants(*_columns.grid_columns(width, scale))
+def axis_provider(width, scale):
+    """The row provider of one axis's `width` columns at position scale `scale`."""
+    return _rows.provider(*_columns.grid_columns(width, scale))
 
 
 def grid_table(sizes, parts, dtype):
     """The table of a grid of `sizes` (Python ints, or scalar tensors where graphs allow), of
     shape `sizes + (width,)`.
 
-    `parts` lists `(axis, constants)` in column order: each part holds the rows of positions
+    `parts` lists `(axis, provider)` in column order: each part holds the rows of positions
     `0 .. sizes[axis] - 1`, broadcast over the other axes. Rows are computed once per axis,
     not once per patch; they have the bits of rows asked for one by one.
     """
     pieces = []
-    for axis, constants in parts:
-        rows = _rows.rows(Positions(start=0), sizes[axis], constants, dtype)
+    for axis, provider in parts:
+        rows = provider.rows(Positions(start=0), sizes[axis], dtype)
         for _ in range(axis):
             rows = ops.expand_dims(rows, 0)
         for _ in range(len(sizes) - axis - 1):
             rows = ops.expand_dims(rows, -2)
-        pieces.append(ops.broadcast_to(rows, (*sizes, constants.width)))
+        pieces.append(ops.broadcast_to(rows, (*sizes, provider.width)))
     return ops.concatenate(pieces, axis=-1)

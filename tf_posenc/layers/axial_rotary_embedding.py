@@ -53,9 +53,8 @@ class AxialRotaryEmbeddingMixin:
         )
         self.grid_coordinates = _validation.one_of("grid_coordinates", grid_coordinates, GRID_COORDINATES)
         # An id `n` at scale `s` is the integer position `n` at frequency `w * s`: exact.
-        self._axis_constants = tuple(
-            _rows.column_constants(*_columns.rotary_columns(frequencies))
-            for frequencies in self._axis_frequencies()
+        self._axis_providers = tuple(
+            _rows.provider(*_columns.rotary_columns(frequencies)) for frequencies in self._axis_frequencies()
         )
 
     def _axis_frequencies(self):
@@ -181,7 +180,7 @@ class AxialRotaryEmbeddingMixin:
 
     def _rows_for(self, inputs, positions):
         groups = [
-            (positions.values[..., axis], constants) for axis, constants in enumerate(self._axis_constants)
+            (positions.values[..., axis], provider) for axis, provider in enumerate(self._axis_providers)
         ]
         return _rotation.grouped_rows(groups, _rotation.rotation_dtype(self.compute_dtype))
 

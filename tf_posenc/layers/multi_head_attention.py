@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from tf_posenc import _hf_config, _positions, _validation, attention
+from tf_posenc import _hf_config, _kept, _positions, _validation, attention
 from tf_posenc.layers.alibi_bias import AlibiBias
 from tf_posenc.layers.relative_position_bias import RelativePositionBias
 from tf_posenc.layers.rotary_embedding import RotaryEmbedding
@@ -45,7 +45,6 @@ def _temperature(value):
 # The model types whose attention normalises each head's queries and keys (transformers' `q_norm`
 # and `k_norm` over `head_dim`).
 _QUERY_KEY_NORMS = ("qwen3", "qwen3_moe", "gemma3", "gemma3_text")
-_SHARED_BIASES = _positions.PerGraph()
 # A score the softmax gives no weight, finite so that a query with no key left stays finite.
 _MASKED = {"float16": -3e4, "bfloat16": -1e9, "float32": -1e9, "float64": -1e9}
 
@@ -313,12 +312,13 @@ class PositionedAttentionMixin:
     def _bias(self, query_positions, key_positions, start, defaulted):
         """The score bias of the positions. In a graph, the layers of a decoding step that share a
         bias layer and default their positions from one `cache_update_index` share its bias, as
-        they share the rotation's rows (`_positions.PerGraph`)."""
+        they share the rotation's rows (`_kept.PerGraph`)."""
         shape = (query_positions.shape[1], key_positions.shape[1])
-        if defaulted and _positions.in_graph(start) and None not in shape:
-            return _SHARED_BIASES.get(
+        if defaulted and _kept.in_graph(start) and None not in shape:
+            bias_layer = self.position_bias
+            return _kept.SHARED_BIASES.get(
                 start,
-                (self.position_bias, shape),
+                _kept.SharedBiasKey(bias_layer, bias_layer.dtype_policy.name, shape, _kept.device()),
                 lambda: self.position_bias.bias(query_positions, key_positions),
             )
         return self.position_bias.bias(query_positions, key_positions)

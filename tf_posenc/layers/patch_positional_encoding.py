@@ -57,8 +57,8 @@ class PatchPositionalEncodingMixin:
         )
         column_width, row_width = _columns.grid_2d_widths(self.d_model)
         parts = [
-            (1, _grid.axis_constants(column_width, scales[1])),
-            (0, _grid.axis_constants(row_width, scales[0])),
+            (1, _grid.axis_provider(column_width, scales[1])),
+            (0, _grid.axis_provider(row_width, scales[0])),
         ]
         table = _grid.grid_table(grid, parts, self.compute_dtype)  # column half, then row half
         if len(inputs.shape) == 4:

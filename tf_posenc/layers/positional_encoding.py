@@ -28,7 +28,7 @@ class PositionalEncodingMixin:
             self.d_model, max_wavelength, layout, convention, min_timescale
         )
         self._limit = _positions.Limit(self.position, "position")
-        self._constants = _rows.column_constants(
+        self._provider = _rows.provider(
             *_columns.columns(
                 self.d_model, self.max_wavelength, self.layout, self.convention, self.min_timescale
             )
@@ -66,9 +66,7 @@ class PositionalEncodingMixin:
                 "`encoding_rows` needs start <= stop <= position. "
                 f"Received: start={start}, stop={stop} with position={self.position}"
             )
-        rows = _rows.rows(
-            _positions.Positions(start=start), stop - start, self._constants, self.compute_dtype
-        )
+        rows = self._provider.rows(_positions.Positions(start=start), stop - start, self.compute_dtype)
         return rows[None]
 
     def call(self, inputs, start_index=0, positions=None):
@@ -87,7 +85,7 @@ class PositionalEncodingMixin:
 
     def _rows_for(self, inputs, positions):
         length = _positions.sequence_length(inputs, len(inputs.shape) - 2)
-        return _rows.rows(positions, length, self._constants, self.compute_dtype)
+        return self._provider.rows(positions, length, self.compute_dtype)
 
     def _combine(self, inputs, rows):
         if len(rows.shape) == 3:  # per-example positions: (batch, seq_len, d_model)

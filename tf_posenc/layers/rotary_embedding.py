@@ -58,7 +58,6 @@ class RotaryEmbeddingMixin:
             self.mscale,
             self.mscale_all_dim,
         )
-        self._cached_constants = ()
 
     @property
     def _rope(self):
@@ -276,16 +275,10 @@ class RotaryEmbeddingMixin:
         `"dynamic_ntk"` only."""
         return self._rope.frequencies(self._rotated_width(dim), self._options, seq_len)
 
-    def _constants(self, dim, seq_len=None):
-        """The route's constants for features of width `dim` (and a call's `seq_len`), built
-        once: the last two sets are kept, enough for LongRoPE's short and long factors."""
+    def _provider(self, dim, seq_len=None):
+        """The row provider of features of width `dim` (and a call's `seq_len`)."""
         seq_len = self._rope.extent(self._options, seq_len) if self._rope.extent else None
-        for key, constants in self._cached_constants:
-            if key == (dim, seq_len):
-                return constants
-        constants = _rows.column_constants(*_columns.rotary_columns(self.frequencies(dim, seq_len)))
-        self._cached_constants = (*self._cached_constants[-1:], ((dim, seq_len), constants))
-        return constants
+        return _rows.provider(*_columns.rotary_columns(self.frequencies(dim, seq_len)))
 
     def _call_rows(self, dim, positions, length, dtype):
         """The rows of a call. A type whose frequencies follow the call's extent takes them for
@@ -293,14 +286,14 @@ class RotaryEmbeddingMixin:
         (LongRoPE's short and long factors) computes both sets' rows, whose per-column constants
         graphs fold, and selects; any other needs the extent when the call is traced."""
 
-        def rows(constants):
-            return _rows.rows(positions, length, constants, dtype, scale=self.attention_scaling)
+        def rows(provider):
+            return provider.rows(positions, length, dtype, scale=self.attention_scaling)
 
         if not self._rope.extent:
-            return rows(self._constants(dim))
+            return rows(self._provider(dim))
         extent = _positions.extent(positions, length)
         if isinstance(extent, int):
-            return rows(self._constants(dim, extent))
+            return rows(self._provider(dim, extent))
         if not self._rope.switch:
             raise ValueError(
                 f"`rope_type={self.rope_type!r}` computes its frequencies from a call's largest position, "
@@ -309,7 +302,7 @@ class RotaryEmbeddingMixin:
                 "Received: a start_index, positions or sequence length known only at run time"
             )
         switch = self._rope.switch(self._options)
-        return ops.where(extent > switch, rows(self._constants(dim, switch + 1)), rows(self._constants(dim)))
+        return ops.where(extent > switch, rows(self._provider(dim, switch + 1)), rows(self._provider(dim)))
 
     def _compiled_in_eager_calls(self):
         # A type whose constants follow each call's extent, without a switch, runs op by op.
@@ -367,7 +360,7 @@ class RotaryEmbeddingMixin:
         sections = [(axis, np.flatnonzero(axes == axis)) for axis in range(len(self.mrope_section))]
         sections = [(axis, columns) for axis, columns in sections if len(columns)]
         groups = [
-            (values[axis], _rows.column_constants(*_columns.rotary_columns(frequencies[columns])))
+            (values[axis], _rows.provider(*_columns.rotary_columns(frequencies[columns])))
             for axis, columns in sections
         ]
         rows = _rotation.grouped_rows(groups, dtype, self.attention_scaling)

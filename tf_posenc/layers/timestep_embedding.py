@@ -27,17 +27,14 @@ class TimestepEmbeddingMixin:
         frequencies, cosine = _columns.timestep_columns(
             self.dim, self.max_period, self.downscale_freq_shift, self.flip_sin_to_cos, self.scale
         )
-        self._constants = _rows.column_constants(frequencies, cosine)
-        self._fraction_products = _rows.fraction_products(tuple(frequencies.tolist()))
+        self._provider = _rows.provider(frequencies, cosine, fractions=True)
 
     def call(self, inputs):
         timesteps = _positions.checked_timesteps("inputs", self._checked_inputs(inputs))
         return self._run(timesteps, _positions.Positions(values=timesteps), kept_axes=())
 
     def _rows_for(self, timesteps, positions):
-        return _rows.timestep_rows(
-            positions.values, self._constants, self._fraction_products, self.compute_dtype
-        )
+        return self._provider.timestep_rows(positions.values, self.compute_dtype)
 
     def _combine(self, timesteps, rows):
         return rows

@@ -44,9 +44,9 @@ class VideoPositionalEncodingMixin:
         spatial, temporal = 1 / spatial_interpolation_scale, 1 / temporal_interpolation_scale
         frame_width, column_width, row_width = _columns.grid_3d_widths(self.d_model)
         self._parts = [
-            (0, _grid.axis_constants(frame_width, temporal)),
-            (2, _grid.axis_constants(column_width, spatial)),  # the column
-            (1, _grid.axis_constants(row_width, spatial)),  # the row
+            (0, _grid.axis_provider(frame_width, temporal)),
+            (2, _grid.axis_provider(column_width, spatial)),  # the column
+            (1, _grid.axis_provider(row_width, spatial)),  # the row
         ]
 
     def call(self, inputs):
