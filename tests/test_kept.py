@@ -148,7 +148,7 @@ def test_threads_on_layers_of_one_configuration_get_a_fresh_layers_bits(make):
             return layer(tf.constant([start + 0.25, -start, start], tf.float32)).numpy()
         return layer(x, start_index=start).numpy()
 
-    starts = [[(thread, start) for start in range(thread, 4000, 397)] for thread in range(4)]
+    starts = [[(thread, start) for start in range(thread, 4000, 797)] for thread in range(4)]
     results, errors = in_threads(lambda item: called(layer_of_thread[item[0]], item[1]), starts)
     assert errors == []
     for (_, start), got in results.items():

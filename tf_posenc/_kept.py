@@ -16,8 +16,10 @@ frozen dataclass) of everything its values depend on, bounded, and guarded by a 
 
 The eager paths are the one store per layer rather than per configuration: they hold the
 layer's own combination traced (its layout, scale and weights), which layers of one
-configuration do not share. Everything else is found through the configuration's key, so a
-layer asks its provider for rows and the provider finds what is kept for it.
+configuration do not share. What is kept for rows is found through the configuration's key: a
+layer asks its provider for rows, and the provider finds its step pieces and shared rows. The
+start checks and attention biases are the positions' and the attention layers' (`_positions`,
+`layers/multi_head_attention.py`).
 """
 
 import collections
@@ -95,7 +97,7 @@ class SharedRowsKey:
 class CheckedStartKey:
     """The check of one start tensor for calls of one length against one limit."""
 
-    limit: int
+    limit: tuple  # `_positions.Limit`: the bound and the argument that sets it
     seq_len: int
     device: str
 
