@@ -122,6 +122,7 @@ def test_a_changed_policy_of_the_bias_layer_is_not_served_its_old_bias():
     assert key != dataclasses.replace(key, device="/device:CPU:0")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "make",
     [
