@@ -576,6 +576,15 @@ continuous.build()
 continuous.set_weights([np.linspace(-1, 1, size, dtype="float32").reshape(shape) for size, shape in
                         ((1024, (2, 512)), (512, (512,)), (2048, (512, 4)))])
 saved["continuous"] = continuous(scores)
+from fingerprints import inkling_arguments, inkling_weights
+from tf_posenc import InklingRelativeBias
+inkling = InklingRelativeBias(**inkling_arguments(), log_scaling=True)
+hidden, linear, scale, proj = inkling_weights()
+inkling.build(None, hidden.shape)
+inkling.set_weights([linear.T, scale, proj])
+near = np.arange(2**17 - 5, 2**17)
+saved["inkling"] = inkling.bias(hidden, near, near)
+saved["inkling-jit"] = compiled(lambda h, p: inkling.bias(h, p, p))(as_tensor(hidden), as_tensor(near))
 for name, layer in (("alibi", AlibiBias()), ("t5", t5)):
     saved[name] = layer(scores, query_positions=positions, key_positions=positions)
     biased = compiled(lambda s, p: layer(s, query_positions=p, key_positions=p))
@@ -631,6 +640,13 @@ def test_rows_masks_temperature_port_and_biases_are_the_tensorflow_ones(backend_
     )
     # Its MLP's matmuls round in each backend's own order: float32 noise.
     np.testing.assert_allclose(saved["continuous"], continuous(scores).numpy(), rtol=1e-6, atol=1e-5)
+    from test_biases import inkling_layer
+
+    inkling, hidden = inkling_layer(True)
+    near = np.arange(2**17 - 5, 2**17)
+    expected = inkling.bias(hidden, near, near).numpy()
+    for key in ("inkling", "inkling-jit"):  # float32 matmuls and a norm, in each backend's order
+        assert np.abs(saved[key] - expected).max() <= 4 * FLOAT32_UNIT * np.abs(expected).max()
     for name, layer in (("alibi", AlibiBias()), ("t5", t5)):  # the biases: the same bits
         expected = layer(scores, query_positions=positions, key_positions=positions).numpy()
         np.testing.assert_array_equal(saved[name], expected)

@@ -27,3 +27,54 @@ def fixed_vectors(dim):
     units = rng.standard_normal((3, dim))
     units /= np.linalg.norm(units, axis=1, keepdims=True)
     return np.cos(0.7 * np.arange(dim) + 0.3), units
+
+
+# Inkling 2's relative-position bias, printed through transformers' `Inkling2RelativePositionBias`:
+# small sizes, a clip some heads reach and others do not, and a log scale with a low floor so
+# that the positions near 2**17 (and the cache's queries at the end of the keys) change it.
+INKLING = {
+    "num_heads": 3,
+    "rel_extent": 6,
+    "d_rel": 4,
+    "rel_l2_clip_threshold": 2.5,
+    "log_scaling_alpha": 0.1,
+    "log_scaling_n_floor": 64,
+    "hidden_size": 8,
+    "first_positions": (2**17 - 5, 70),  # the queries' first position: near 2**17, and past the floor
+    "q_len": 5,
+    "k_len": 9,
+}
+
+
+def inkling_arguments():
+    """The case's constructor arguments of `InklingRelativeBias` (all but `log_scaling`)."""
+    keys = (
+        "num_heads",
+        "rel_extent",
+        "d_rel",
+        "rel_l2_clip_threshold",
+        "log_scaling_alpha",
+        "log_scaling_n_floor",
+    )
+    return {key: INKLING[key] for key in keys}
+
+
+def inkling_weights():
+    """The bias's input and weights, float32: hidden states (2, q_len, hidden_size) and
+    transformers' `linear.weight` (num_heads * d_rel, hidden_size), `norm.scale` and `proj`."""
+    rng = np.random.default_rng(11)
+    case = INKLING
+    heads_features = case["num_heads"] * case["d_rel"]
+    hidden = rng.standard_normal((2, case["q_len"], case["hidden_size"]))
+    linear = 0.4 * rng.standard_normal((heads_features, case["hidden_size"]))
+    scale = 1.0 + 0.5 * rng.standard_normal((case["num_heads"], case["d_rel"]))
+    proj = rng.standard_normal((case["d_rel"], case["rel_extent"]))
+    return [array.astype(np.float32) for array in (hidden, linear, scale, proj)]
+
+
+def inkling_positions(first):
+    """The queries' and keys' positions: `q_len` queries from `first`, the last of `k_len` keys
+    ending at the last query (a cache, as transformers' `get_relative_distance` makes it)."""
+    queries = first + np.arange(INKLING["q_len"])
+    keys = queries[-1] - INKLING["k_len"] + 1 + np.arange(INKLING["k_len"])
+    return queries, keys

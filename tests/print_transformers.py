@@ -6,6 +6,7 @@ the test environment), from the repository's root:
     python tests/print_transformers.py rotations TYPE ...  # prints those types again, in place
     python tests/print_transformers.py defaults    # prints the config classes' defaults
     python tests/print_transformers.py windows     # adds each layer's sliding window to the json
+    python tests/print_transformers.py inkling     # adds Inkling 2's bias and log scale to the json
 
 For every causal language model of transformers whose text model builds a rotary module, its
 text model type (multimodal models share their language model's), and per distinct attention
@@ -29,7 +30,7 @@ import warnings
 import numpy as np
 import torch
 import transformers
-from fingerprints import OVERRIDES, ROPE_KEYS, fixed_vectors
+from fingerprints import INKLING, OVERRIDES, ROPE_KEYS, fixed_vectors, inkling_positions, inkling_weights
 from transformers import AutoConfig, PreTrainedModel
 from transformers.models.auto import modeling_auto
 
@@ -374,8 +375,47 @@ def windows():
     PRINTED.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
 
 
+def inkling():
+    """Adds to tests/transformers_5_25.json the bias of transformers' own
+    `Inkling2RelativePositionBias` (float32, as the model runs it) on `fingerprints`' inputs and
+    weights, with and without log scaling, and `Inkling2LogScale` of some positions."""
+    from transformers.models.inkling2 import modeling_inkling2 as inkling2
+
+    stored = json.loads(PRINTED.read_text())
+    case = INKLING
+    keys = ("d_rel", "rel_l2_clip_threshold", "log_scaling_alpha", "log_scaling_n_floor", "hidden_size")
+    config = transformers.Inkling2TextConfig(**{key: case[key] for key in keys})
+    hidden, linear, scale, proj = (torch.from_numpy(array) for array in inkling_weights())
+    printed = {}
+    for log_scaling in (False, True):
+        module = inkling2.Inkling2RelativePositionBias(
+            config, case["num_heads"], case["rel_extent"], log_scaling
+        )
+        with torch.no_grad():
+            module.linear.weight.copy_(linear)
+            module.norm.scale.copy_(scale)
+            module.proj.copy_(proj)
+            for first in case["first_positions"]:
+                queries, keys_ = (torch.from_numpy(values) for values in inkling_positions(first))
+                distance = queries[:, None] - keys_[None, :]
+                position_ids = queries[None, :].expand(2, -1)
+                bias = module(hidden, distance, position_ids)
+                printed[f"log_scaling={log_scaling},first={first}"] = bias.numpy().astype(float).tolist()
+    log_scale = inkling2.Inkling2LogScale(config)
+    positions = torch.tensor([[0, 62, 63, 64, 1000, 2**17 - 1, 2**20, 2**24 + 1, 2**31 - 2]])
+    ones = torch.ones(1, positions.shape[1], 1, 1)
+    printed["log_scale_positions"] = positions[0].tolist()
+    printed["log_scale"] = log_scale(ones, positions)[0, :, 0, 0].numpy().astype(float).tolist()
+    stored["inkling"] = {
+        "source": f"transformers {transformers.__version__}, torch {torch.__version__}",
+        **printed,
+    }
+    PRINTED.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
+    print(sorted(printed))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "rotations":
         rotations(sys.argv[2:])
     else:
-        {"defaults": defaults, "windows": windows}[sys.argv[1]]()
+        {"defaults": defaults, "windows": windows, "inkling": inkling}[sys.argv[1]]()

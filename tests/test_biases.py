@@ -1,7 +1,9 @@
-"""Biases of attention scores from positions: ALiBi (BLOOM, MPT, keras-hub) and T5's buckets."""
+"""Biases of attention scores from positions: ALiBi (BLOOM, MPT, keras-hub), T5's buckets,
+Inkling 2's bias of the hidden states, and the window tables (Swin, BEiT, Swin v2)."""
 
 import json
 import math
+import pathlib
 
 import keras
 import keras_hub
@@ -9,13 +11,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from bounds import FLOAT32_UNIT
+from fingerprints import INKLING, inkling_arguments, inkling_positions, inkling_weights
 
 from tf_posenc import (
     AlibiBias,
     ContinuousPositionBias,
+    InklingRelativeBias,
     RelativePositionBias,
     WindowPositionBias,
+    attention_log_scale,
     attention_mask,
+    hf_attention_layers,
     positions_from_mask,
 )
 from tf_posenc.layers.alibi_bias import alibi_slopes
@@ -714,6 +720,212 @@ def test_tf_keras_biases_are_the_keras_3_ones():
         assert isinstance(old, tf_keras.layers.Layer)
         for arguments in ({}, {"query_positions": positions, "key_positions": positions}):
             np.testing.assert_array_equal(old(scores, **arguments).numpy(), new(scores, **arguments).numpy())
+    # Inkling's bias: tf_keras builds it from the scores' shape alone, so its call makes the weights.
+    new_inkling, hidden = inkling_layer(True, dtype="mixed_bfloat16")
+    old_inkling = keras_2.InklingRelativeBias(**inkling_arguments(), log_scaling=True, dtype="mixed_bfloat16")
+    inkling_scores = scores[:, :3]
+    expected = new_inkling(inkling_scores, hidden, query_positions=positions, key_positions=positions)
+    old_inkling(inkling_scores, hidden)
+    old_inkling.set_weights(new_inkling.get_weights())
+    given = old_inkling(inkling_scores, hidden, query_positions=positions, key_positions=positions)
+    assert [weight.dtype for weight in old_inkling.weights] == ["float32"] * 3
+    np.testing.assert_array_equal(given.numpy(), keras.ops.convert_to_numpy(expected))
+
+
+# ---------------------------------------------------------------------------------------------
+# Inkling 2: a bias conditioned on each query's hidden state
+
+# Printed by `tests/print_transformers.py inkling` (transformers 5.25.0, torch 2.13.0):
+# `Inkling2RelativePositionBias` in float32 on `fingerprints`' inputs and weights, and
+# `Inkling2LogScale` of some positions.
+PRINTED_INKLING = json.loads((pathlib.Path(__file__).parent / "transformers_5_25.json").read_text())[
+    "inkling"
+]
+INKLING_CASES = [
+    (log_scaling, first) for log_scaling in (False, True) for first in INKLING["first_positions"]
+]
+# Printed by transformers 5.25.0: for `Inkling2TextConfig(num_hidden_layers=12,
+# swa_num_attention_heads=16, sliding_window_size=512, rel_extent=2048, d_rel=8,
+# rel_l2_clip_threshold=6.0, log_scaling_alpha=0.2, log_scaling_n_floor=4096)`, each layer's
+# attention module's `relative_position_bias`: (num_heads, rel_extent, proj.shape[0], log scaling).
+TRANSFORMERS_INKLING_LAYERS = {0: (16, 512, 8, False), 5: (48, 2048, 8, True), 10: (16, 512, 8, False),
+                               11: (48, 2048, 8, True)}  # fmt: skip
+
+
+def inkling_layer(log_scaling, **kwargs):
+    layer = InklingRelativeBias(**inkling_arguments(), log_scaling=log_scaling, **kwargs)
+    hidden, linear, scale, proj = inkling_weights()
+    layer.build(None, hidden.shape)
+    layer.set_weights([linear.T, scale, proj])
+    return layer, hidden
+
+
+def float64_inkling_bias(hidden, linear, scale, proj, queries, keys, log_scaling):
+    """transformers' `Inkling2RelativePositionBias.forward` restated in float64."""
+    batch, q_len, _ = hidden.shape
+    heads, d_rel = scale.shape
+    states = (hidden.astype(float) @ linear.T.astype(float)).reshape(batch, q_len, heads, d_rel) * scale
+    norm = np.linalg.norm(states, axis=-1, keepdims=True)
+    clipped = np.minimum(INKLING["rel_l2_clip_threshold"] / (norm + 1e-6), 1.0)
+    states = states * clipped
+    if log_scaling:
+        ratio = np.maximum((queries + 1) / INKLING["log_scaling_n_floor"], 1.0)
+        states = states * (1 + INKLING["log_scaling_alpha"] * np.log(ratio))[None, :, None, None]
+    logits = np.einsum("bqhd,de->bhqe", states, proj.astype(float))
+    distance = queries[:, None] - keys[None, :]
+    index = np.broadcast_to(np.clip(distance, 0, proj.shape[1] - 1), (batch, heads, q_len, len(keys)))
+    bias = np.take_along_axis(logits, index, axis=-1)
+    return np.where((distance >= 0) & (distance < proj.shape[1]), bias, 0.0), clipped
+
+
+@pytest.mark.parametrize("log_scaling, first", INKLING_CASES, ids=lambda value: str(value))
+def test_inkling_bias_is_transformers_in_float64_and_as_printed(log_scaling, first):
+    layer, hidden = inkling_layer(log_scaling)
+    queries, keys = inkling_positions(first)
+    bias = keras.ops.convert_to_numpy(layer.bias(hidden, queries, keys))
+    exact, clipped = float64_inkling_bias(*inkling_weights(), queries, keys, log_scaling)
+    # The case reaches every branch: heads clipped and not, keys in the band, later and past it.
+    assert (clipped < 1).any() and (clipped == 1).any()
+    distance = queries[:, None] - keys[None, :]
+    assert {-1, 0, INKLING["rel_extent"] - 1, INKLING["rel_extent"]} <= set(distance.ravel())
+    # Float32 matmuls and a norm, against float64: a few units of the largest bias.
+    scale = np.abs(exact).max()
+    assert np.abs(bias - exact).max() <= 4 * FLOAT32_UNIT * scale
+    printed = np.array(PRINTED_INKLING[f"log_scaling={log_scaling},first={first}"])
+    assert np.abs(printed - exact).max() <= 4 * FLOAT32_UNIT * scale  # transformers' own float32 noise
+    np.testing.assert_array_equal(bias[(distance < 0) | (distance >= INKLING["rel_extent"])[None, None]
+                                       .repeat(2, 0).repeat(3, 1)], 0.0)  # fmt: skip
+    # The scores' call adds it rounded once; with no positions, the queries end the keys.
+    scores = np.random.default_rng(3).normal(size=bias.shape).astype("float32")
+    added = layer(scores, hidden, query_positions=queries, key_positions=keys)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(added), scores + bias)
+    if first == INKLING["first_positions"][1] and not log_scaling:  # only the distances matter here
+        defaulted = layer(scores, hidden)
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(defaulted), scores + bias)
+
+
+def test_inkling_log_scale_is_transformers():
+    positions = np.array(PRINTED_INKLING["log_scale_positions"])
+    alpha, floor = INKLING["log_scaling_alpha"], INKLING["log_scaling_n_floor"]
+    scale = keras.ops.convert_to_numpy(attention_log_scale(positions, alpha, floor))
+    exact = 1 + alpha * np.log(np.maximum((positions + 1) / floor, 1.0))
+    assert scale.dtype == np.float32
+    # transformers' float32 arithmetic (p + 1 and the ratio rounded, the log's rounding scaled
+    # by alpha, the result's): about a unit in the last place of the float64 value, 1.02 at 2**31 - 2.
+    assert (np.abs(scale - exact) <= 2 * FLOAT32_UNIT * exact).all()
+    assert (np.abs(scale - np.array(PRINTED_INKLING["log_scale"])) <= 2 * FLOAT32_UNIT * exact).all()
+    np.testing.assert_array_equal(scale[positions < floor], 1.0)
+
+
+def test_inkling_bias_from_the_config_is_each_transformers_layers():
+    config = {
+        "model_type": "inkling2",
+        "text_config": {
+            "model_type": "inkling2_text", "num_hidden_layers": 12, "swa_num_attention_heads": 16,
+            "sliding_window_size": 512, "rel_extent": 2048, "d_rel": 8, "rel_l2_clip_threshold": 6.0,
+            "log_scaling_alpha": 0.2, "log_scaling_n_floor": 4096,
+        },
+    }  # fmt: skip
+    for index, (heads, extent, d_rel, log_scaling) in TRANSFORMERS_INKLING_LAYERS.items():
+        layer = InklingRelativeBias.from_hf_config(config, index, name=f"bias_{index}")
+        assert (layer.num_heads, layer.rel_extent, layer.d_rel, layer.log_scaling) == (
+            heads,
+            extent,
+            d_rel,
+            log_scaling,
+        )
+        assert (layer.rel_l2_clip_threshold, layer.log_scaling_alpha, layer.log_scaling_n_floor) == (
+            6.0,
+            0.2,
+            4096,
+        )
+        assert layer.name == f"bias_{index}"
+    # A config without the keys gets Inkling2TextConfig's defaults: 48 heads, bands of 1024.
+    defaults = InklingRelativeBias.from_hf_config({"model_type": "inkling2_text"}, 47)
+    assert (defaults.num_heads, defaults.rel_extent, defaults.d_rel, defaults.log_scaling) == (
+        48,
+        1024,
+        16,
+        True,
+    )
+    assert not InklingRelativeBias.from_hf_config({"model_type": "inkling2_text"}, 46).log_scaling
+    with pytest.raises(ValueError, match=r"InklingRelativeBias.from_hf_config\(config, layer_index\)"):
+        hf_attention_layers(config)
+
+
+def test_inkling_bias_saves_compiles_and_keeps_positions_out_of_bfloat16(tmp_path):
+    layer, hidden = inkling_layer(True)
+    scores_in, hidden_in = keras.Input((3, None, None)), keras.Input((None, INKLING["hidden_size"]))
+    positions_in = keras.Input((None,), dtype="int32")
+    model = keras.Model(
+        [scores_in, hidden_in, positions_in],
+        layer(scores_in, hidden_in, query_positions=positions_in, key_positions=positions_in),
+    )
+    positions = np.array([[2**17 - 5 + step for step in range(5)]] * 2, "int32")
+    data = [np.zeros((2, 3, 5, 5), "float32"), hidden, positions]
+    expected = model.predict(data, verbose=0)
+    np.testing.assert_array_equal(
+        expected, keras.ops.convert_to_numpy(layer.bias(hidden, positions, positions))
+    )
+    model.save(tmp_path / "inkling.keras")
+    reloaded = keras.models.load_model(tmp_path / "inkling.keras")
+    np.testing.assert_array_equal(reloaded.predict(data, verbose=0), expected)
+    with tf.GradientTape() as tape:  # every weight trains (the gather passes gradients to the bank)
+        loss = tf.reduce_sum(tf.square(layer.bias(hidden, positions, positions)))
+    assert all(float(tf.reduce_max(tf.abs(g))) > 0 for g in tape.gradient(loss, layer.trainable_weights))
+    xla = tf.function(lambda s, h, p: model([s, h, p]), jit_compile=True)
+    np.testing.assert_allclose(
+        xla(*data).numpy(), expected, rtol=0, atol=4 * FLOAT32_UNIT * np.abs(expected).max()
+    )
+    # Under mixed_bfloat16, float positions 131067.0, ... (131068 in bfloat16) reach the log
+    # scale and the distances unrounded: the float32 bias, rounded once.
+    mixed, _ = inkling_layer(True, dtype="mixed_bfloat16")
+    added = mixed(np.zeros((2, 3, 5, 5), "float32"), hidden, query_positions=positions.astype("float32"),
+                  key_positions=positions.astype("float32"))  # fmt: skip
+    assert keras.backend.standardize_dtype(added.dtype) == "bfloat16"
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(keras.ops.cast(added, "float32")),
+        keras.ops.convert_to_numpy(keras.ops.cast(keras.ops.cast(expected, "bfloat16"), "float32")),
+    )
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: InklingRelativeBias(0, 8), r"`num_heads` must be a positive integer"),
+        (lambda: InklingRelativeBias(2, 0), r"`rel_extent` must be a positive integer"),
+        (lambda: InklingRelativeBias(2, 8, d_rel=0), r"`d_rel` must be a positive integer"),
+        (lambda: InklingRelativeBias(2, 8, rel_l2_clip_threshold=0), r"`rel_l2_clip_threshold` must be"),
+        (lambda: InklingRelativeBias(2, 8, log_scaling=1), r"`log_scaling` must be a boolean"),
+        (lambda: InklingRelativeBias(2, 8, log_scaling_n_floor=-1), r"`log_scaling_n_floor` must be"),
+        (lambda: InklingRelativeBias(2, 8)(np.zeros((1, 2, 3, 3), "float32"), np.zeros((1, 3), "float32")),
+         r"`hidden_states` must have shape \(batch, q_len, hidden_size\).*shape=\(1, 3\)"),
+        (lambda: InklingRelativeBias(2, 8)(np.zeros((1, 2, 3, 3), "float32"), np.zeros((1, 4, 6), "float32")),
+         r"one state per query of the scores.*\(1, 4, 6\) for attention_scores.shape=\(1, 2, 3, 3\)"),
+        (lambda: InklingRelativeBias(2, 8)(np.zeros((2, 2, 3, 3), "float32"), np.zeros((3, 3, 6), "float32")),
+         r"one state per query of the scores.*\(3, 3, 6\) for attention_scores.shape=\(2, 2, 3, 3\)"),
+        (lambda: InklingRelativeBias(2, 8)(keras.Input((2, 3)), keras.Input((3, 6))),
+         r"`attention_scores` must have shape \(batch, num_heads, q_len, k_len\)"),
+        (lambda: inkling_layer(False)[0].bias(np.zeros((1, 5, 6), "float32"), [0], [0]),
+         r"`hidden_states` must have hidden_size 8, as the layer was built with"),
+        (lambda: InklingRelativeBias(2, 8).bias(np.zeros((1, 1, 6), "int32"), [0], [0]),
+         r"`hidden_states` must be floating-point"),
+        (lambda: InklingRelativeBias(2, 8)(np.zeros((1, 3, 1, 1), "float32"), np.zeros((1, 1, 6), "float32")),
+         r"`attention_scores` must have num_heads=2 heads"),
+        (lambda: InklingRelativeBias.from_hf_config({"model_type": "llama"}, 0),
+         r"`config` must be an Inkling 2 config.*model_type='llama'"),
+        (lambda: InklingRelativeBias.from_hf_config({"model_type": "inkling2_text"}, 48),
+         r"`layer_index` must be a decoder layer of the config, 0 to 47. Received: layer_index=48"),
+        (lambda: attention_log_scale([0], log_scaling_n_floor=0), r"`log_scaling_n_floor` must be"),
+        (lambda: attention_log_scale([-1]), r"`positions` must be non-negative"),
+    ],
+    ids=["heads-0", "extent-0", "d-rel-0", "threshold-0", "log-scaling-not-bool", "floor-negative",
+         "hidden-rank-2", "hidden-length", "hidden-batch", "symbolic-scores-rank-3", "hidden-size",
+         "hidden-int", "heads-differ", "other-model", "layer-index", "log-scale-floor", "log-scale-negative"],
+)  # fmt: skip
+def test_bad_inkling_arguments_are_clear_errors(make, message):
+    with pytest.raises((ValueError, TypeError, tf.errors.InvalidArgumentError), match=message):
+        make()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1452,3 +1664,34 @@ def test_float_positions_never_pass_through_the_compute_dtype(make):
     )
     with pytest.raises(ValueError, match=r"`autocast` must be False"):
         type(layer)(**{**layer.get_config(), "autocast": True})
+
+
+@pytest.mark.parametrize("kind", ["swin-v2-mlp", "vit-table-resized", "inkling"])
+def test_weights_are_read_in_float32_under_mixed_precision(kind):
+    # Keras casts a mixed layer's float variables to its compute dtype when read, whatever its
+    # `autocast`: an MLP or an interpolation of bfloat16 weights would round twice.
+    from tf_posenc import LearnedPatchPositionEmbedding
+
+    rng = np.random.default_rng(9)
+    outputs = []
+    for policy in ("float32", "mixed_bfloat16"):
+        if kind == "swin-v2-mlp":
+            layer = ContinuousPositionBias((3, 4), 4, dtype=policy)
+            layer.build()
+            layer.set_weights([rng.normal(size=w.shape).astype("float32") for w in layer.weights])
+            output = layer(np.zeros((1, 4, 12, 12), "float32"))
+        elif kind == "vit-table-resized":
+            layer = LearnedPatchPositionEmbedding(4, 8, dtype=policy)
+            layer.build()
+            layer.set_weights([rng.normal(size=(1, 17, 8)).astype("float32")])
+            output = layer(np.zeros((1, 1 + 5 * 7, 8), "float32"), grid=(5, 7))
+        else:
+            layer, hidden = inkling_layer(True, dtype=policy)
+            positions = np.arange(70, 75)
+            output = layer(np.zeros((2, 3, 5, 5), "float32"), hidden, query_positions=positions,
+                           key_positions=positions)  # fmt: skip
+        rng = np.random.default_rng(9)  # the same weights for both policies
+        outputs.append(keras.ops.convert_to_numpy(keras.ops.cast(output, "float32")))
+    exact, mixed = outputs
+    rounded = keras.ops.convert_to_numpy(keras.ops.cast(keras.ops.cast(exact, "bfloat16"), "float32"))
+    np.testing.assert_array_equal(mixed, rounded)

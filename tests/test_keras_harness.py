@@ -51,7 +51,8 @@ def expected_outputs(name, inputs):
 
 
 def test_every_public_layer_is_in_the_harness():
-    assert {CASES[name][0] for name in HARNESS_CASES} == set(tf_posenc.layers.__all__)
+    tested = {CASES[name][0] for name in HARNESS_CASES} | {"InklingRelativeBias"}
+    assert tested == set(tf_posenc.layers.__all__)
 
 
 # The harness's own training step passes a generator with `shuffle=True`, and trains stateless
@@ -91,4 +92,21 @@ def test_keras_layer_harness(name):
         call_arguments,
         expected_outputs(name, inputs),
         HARNESS_CASES[name],
+    )
+
+
+@HARNESS_WARNINGS[0]
+def test_keras_layer_harness_on_inklings_bias():
+    # Two inputs, the scores and the hidden states: the harness builds from both shapes, as a
+    # Keras 3 call does. (It has no case of `layer_cases`: its float32 matmuls are not the same
+    # bits on every backend.)
+    test_case.TestCase("run_layer_test").run_layer_test(
+        tf_posenc.layers.InklingRelativeBias,
+        init_kwargs={"num_heads": 3, "rel_extent": 6, "log_scaling": True, "log_scaling_n_floor": 2},
+        input_shape={"attention_scores_shape": (2, 3, 4, 4), "hidden_states_shape": (2, 4, 8)},
+        expected_output_shape=(2, 3, 4, 4),
+        expected_num_trainable_weights=3,
+        expected_num_non_trainable_weights=0,
+        supports_masking=False,
+        run_training_check=False,  # its model calls the layer with the dict as one argument
     )

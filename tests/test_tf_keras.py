@@ -162,7 +162,10 @@ def test_tf_keras_masks_flow_through_and_merge():
 
 @pytest.mark.parametrize("class_name", keras_3.__all__)  # the layers (keras_2 adds a function)
 def test_tf_keras_configs_round_trip_through_json(class_name):
-    _, arguments, _, _ = next(case for case in CASES.values() if case[0] == class_name)
+    # Inkling's bias is not bit for bit across backends (float32 matmuls), so it has no case.
+    arguments = {"num_heads": 3, "rel_extent": 6, "log_scaling": True, "log_scaling_n_floor": 64}
+    if class_name != "InklingRelativeBias":
+        _, arguments, _, _ = next(case for case in CASES.values() if case[0] == class_name)
     layer = getattr(keras_2, class_name)(**arguments, name="layer")
     serialized = json.loads(json.dumps(tf_keras.saving.serialize_keras_object(layer)))
     restored = tf_keras.saving.deserialize_keras_object(serialized)

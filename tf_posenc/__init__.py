@@ -26,6 +26,7 @@ if os.environ.get("TF_USE_LEGACY_KERAS") in ("true", "True", "1"):
         AlibiBias,
         AxialRotaryEmbedding,
         ContinuousPositionBias,
+        InklingRelativeBias,
         LearnedPatchPositionEmbedding,
         PatchPositionalEncoding,
         PositionalEmbedding,
@@ -43,6 +44,7 @@ else:
         AlibiBias,
         AxialRotaryEmbedding,
         ContinuousPositionBias,
+        InklingRelativeBias,
         LearnedPatchPositionEmbedding,
         PatchPositionalEncoding,
         PositionalEmbedding,
@@ -54,7 +56,7 @@ else:
         WindowPositionBias,
     )
 from tf_posenc._positions import positions_from_mask
-from tf_posenc.attention import attention_mask, attention_temperature
+from tf_posenc.attention import attention_log_scale, attention_mask, attention_temperature
 from tf_posenc.interpolation import interpolate_position_embeddings
 from tf_posenc.layers.multi_head_attention import GroupQueryAttention, MultiHeadAttention
 from tf_posenc.multimodal import mrope_positions
@@ -79,6 +81,7 @@ __all__ = [
     "AxialRotaryEmbedding",
     "ContinuousPositionBias",
     "GroupQueryAttention",
+    "InklingRelativeBias",
     "LearnedPatchPositionEmbedding",
     "MultiHeadAttention",
     "PatchPositionalEncoding",
@@ -89,6 +92,7 @@ __all__ = [
     "TimestepEmbedding",
     "VideoPositionalEncoding",
     "WindowPositionBias",
+    "attention_log_scale",
     "attention_mask",
     "attention_temperature",
     "context_parallel_order",

@@ -55,8 +55,10 @@ MECHANISMS = {
         "entries rotated at their windows' starts, and the inverse rotation of the attention output"
     ),
     "inkling2_text": (
-        "Inkling's learned, hidden-state-conditioned relative position bias and log-scaled queries "
-        "(its queries and keys do not rotate)"
+        "Inkling's attention, which takes per-token sinks and convolved keys (its positions are "
+        "not rotations but a learned bias conditioned on each query's hidden state, "
+        "`InklingRelativeBias.from_hf_config(config, layer_index)`, and on its full layers "
+        "log-scaled queries, `attention_log_scale`)"
     ),
     "nanochat": "a rotation by minus the angle (nanochat's `rotate_half` with its sign flipped)",
     "mistral_large4_text": "Mistral Large 4's learned per-frequency scales (`exp(alpha)` on its frequencies)",
@@ -163,6 +165,28 @@ def no_rotation(config):
     ):
         return "it has no rope parameters"
     return None
+
+
+def inkling_config(config):
+    """An Inkling 2 config (`inkling2` or `inkling2_text`; a dict, a path, a checkpoint folder
+    or a transformers config) as the dict of its language model's bias keys, `layer_types`
+    included, each omitted key filled in as `Inkling2TextConfig` fills it."""
+    whole = _as_dict(config)
+    language = _language_model(whole)
+    model_type = language.get("model_type") or whole.get("model_type")
+    if model_type not in ("inkling2", "inkling2_text"):
+        raise ValueError(
+            "`config` must be an Inkling 2 config (model_type 'inkling2' or 'inkling2_text'). "
+            f"Received: model_type={model_type!r}"
+        )
+    given = {key: value for key, value in language.items() if value is not None}
+    filled = {**_hf_defaults.INKLING2_TEXT, **given}
+    if "layer_types" not in given:
+        layers = filled["num_hidden_layers"]
+        filled["layer_types"] = [
+            "hybrid" if (index + 1) % 6 == 0 else "hybrid_sliding" for index in range(layers)
+        ]
+    return filled
 
 
 def read_vision(config, model_type):

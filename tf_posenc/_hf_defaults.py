@@ -1958,6 +1958,22 @@ DEFAULTS = {
 # give its `layer_types`): `(pattern, count)`, the pattern repeated over `count` layers, or
 # `("runs", ((layer_type, count), ...))`. The model types of the 5.24 rules derive theirs in
 # `_hf_config`.
+# Inkling 2's relative-position bias (`InklingRelativeBias.from_hf_config`): the keys it reads
+# and the defaults of transformers 5.25's `Inkling2TextConfig` (its `__post_init__` derives
+# `layer_types`: every sixth layer "hybrid", the others "hybrid_sliding").
+INKLING2_BIAS_KEYS = ("d_rel", "rel_l2_clip_threshold", "log_scaling_alpha", "log_scaling_n_floor")
+INKLING2_TEXT = {
+    "num_hidden_layers": 48,
+    "num_attention_heads": 48,
+    "swa_num_attention_heads": 48,
+    "sliding_window_size": 1024,
+    "rel_extent": 1024,
+    "d_rel": 16,
+    "rel_l2_clip_threshold": 8.0,
+    "log_scaling_alpha": 0.1,
+    "log_scaling_n_floor": 128000,
+}
+
 DEFAULT_LAYER_TYPES = {
     "cohere2_moe": (("sliding_attention", "sliding_attention", "sliding_attention", "full_attention"), 40),
     "deepseek_v32": (("indexed_attention",), 61),

@@ -1,5 +1,5 @@
-"""The position side of attention: masks from positions, Llama 4's temperature, and each
-decoder layer's positions from a Hugging Face config.
+"""The position side of attention: masks from positions, Llama 4's temperature, Inkling's log
+scale, and each decoder layer's positions from a Hugging Face config.
 
 A mask here is a rule on the tokens' own positions, not on their slots: the positions a call
 rotates with (`start_index`, `positions_from_mask`, `positions_from_segment_ids`, a cache's
@@ -233,6 +233,41 @@ def attention_temperature(positions, floor_scale, attn_scale, offset=1):
     else:
         steps = ops.floor((ops.cast(positions, "float32") + float(offset)) / floor_scale)
     return ops.log1p(steps) * attn_scale + 1.0
+
+
+def attention_log_scale(positions, log_scaling_alpha=0.1, log_scaling_n_floor=128000):
+    """Inkling's scale of its full-attention layers' queries and relative-position states by
+    position: `1 + log_scaling_alpha * log(max((p + 1) / log_scaling_n_floor, 1))`.
+
+    Computed in float32 as transformers 5.25's `Inkling2LogScale` computes it (`p + 1` formed as
+    an integer, then divided, clamped and logged in float32), so a port gets its bits; no
+    position passes through a narrower float. Positions up to `log_scaling_n_floor - 1` get 1.
+    `InklingRelativeBias(log_scaling=True)` applies it to its states itself.
+
+    Args:
+        positions: Integer tensor of any shape: the queries' positions (Inkling's
+            `position_ids`).
+        log_scaling_alpha: Number. Defaults to `0.1` (Inkling 2's `log_scaling_alpha`).
+        log_scaling_n_floor: Positive number. Defaults to `128000` (its
+            `log_scaling_n_floor`).
+
+    Returns:
+        A float32 tensor of the shape of `positions`; multiply the queries by it after their
+        norm (for `(batch, seq_len, heads, head_dim)` queries, after `expand_dims` twice at the
+        end), as Inkling's `Inkling2LogScaledL2Clip` does.
+
+    Example:
+
+        >>> scale = attention_log_scale([0, 127999, 255999, 1048575])
+        >>> [round(float(value), 6) for value in keras.ops.convert_to_numpy(scale)]
+        [1.0, 1.0, 1.069315, 1.210316]
+    """
+    alpha = _validation.number_at_least("log_scaling_alpha", log_scaling_alpha, float("-inf"))
+    n_floor = _validation.number_at_least("log_scaling_n_floor", log_scaling_n_floor, 0, strict=True)
+    positions = _positions.checked_values("positions", positions)
+    # Below 2**31 - 1, so p + 1 fits an int32; one rounding to float32, as transformers' `.float()`.
+    ratio = ops.cast(positions + 1, "float32") / n_floor
+    return ops.log(ops.maximum(ratio, 1.0)) * alpha + 1.0
 
 
 class AttentionLayer(NamedTuple):

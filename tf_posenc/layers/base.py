@@ -1,5 +1,7 @@
 """Internal: the base of every tf_posenc layer, in either Keras family."""
 
+import inspect
+
 import keras
 
 from tf_posenc import _eager, _rows, _validation
@@ -44,10 +46,14 @@ class InputPolicyMixin:
         super().__init__(autocast=False, **kwargs)
         build_at_construction(self)  # its inputs are checked where they are seen: the call and the spec
 
-    def __call__(self, inputs, *args, **kwargs):
+    def __call__(self, *args, **kwargs):
+        if args:
+            inputs = args[0]
+        else:  # called by keyword, as Keras's harness and functional code may call a layer
+            inputs = kwargs.get(next(iter(inspect.signature(self.call).parameters)))
         _validation.dense_inputs(inputs)
         _validation.same_keras_family(inputs, type(self).__name__, self.keras_family)
-        return super().__call__(inputs, *args, **kwargs)
+        return super().__call__(*args, **kwargs)
 
 
 class SinusoidLayerMixin(InputPolicyMixin):

@@ -32,6 +32,7 @@ class LearnedPatchPositionEmbeddingMixin:
             name="position_embeddings",
             shape=(1, self.num_prefix_tokens + self.grid_size**2, self.d_model),
             initializer=self.embeddings_initializer,
+            autocast=False,
         )
         self.built = True
 

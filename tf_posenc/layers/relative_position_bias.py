@@ -67,6 +67,7 @@ class RelativePositionBiasMixin(ScoreBiasMixin):
             name="relative_attention_bias",
             shape=(self.num_buckets, self.num_heads),
             initializer=self.embeddings_initializer,
+            autocast=False,
         )
         self.built = True
 

@@ -17,6 +17,13 @@ class ScoreBiasMixin:
     """
 
     def call(self, attention_scores, query_positions=None, key_positions=None):
+        heads, queries, keys = self._scores_positions(attention_scores, query_positions, key_positions)
+        # Only the scores take the compute dtype (Keras's autocast would round float positions too).
+        bias = ops.cast(self._bias(queries, keys, heads), self.compute_dtype)
+        return _rows.cast(attention_scores, self.compute_dtype) + bias
+
+    def _checked_scores(self, attention_scores):
+        """The number of heads of `attention_scores`, after checking its rank, heads and dtype."""
         shape = tuple(attention_scores.shape)
         if len(shape) != 4:
             raise ValueError(
@@ -29,6 +36,13 @@ class ScoreBiasMixin:
             raise TypeError(
                 f"`attention_scores` must be floating-point. Received: attention_scores.dtype={dtype}"
             )
+        return heads
+
+    def _scores_positions(self, attention_scores, query_positions, key_positions):
+        """The heads of `attention_scores` and the checked int32 positions of its queries and
+        keys (`_default_positions` where the call gives none), after checking the scores."""
+        heads = self._checked_scores(attention_scores)
+        shape = tuple(attention_scores.shape)
         if (query_positions is None) != (key_positions is None):
             raise ValueError(
                 "Pass `query_positions` and `key_positions` together, or neither. Received: "
@@ -37,12 +51,8 @@ class ScoreBiasMixin:
             )
         if query_positions is None:
             lengths = ops.shape(attention_scores)[2], ops.shape(attention_scores)[3]
-            queries, keys = self._default_positions(*lengths)
-        else:
-            queries, keys = self._checked_positions(query_positions, key_positions, shape)
-        # Only the scores take the compute dtype (Keras's autocast would round float positions too).
-        bias = ops.cast(self._bias(queries, keys, heads), self.compute_dtype)
-        return _rows.cast(attention_scores, self.compute_dtype) + bias
+            return (heads, *self._default_positions(*lengths))
+        return (heads, *self._checked_positions(query_positions, key_positions, shape))
 
     def bias(self, query_positions, key_positions):
         """The bias alone, `(batch or 1, num_heads, q_len, k_len)`, float32.

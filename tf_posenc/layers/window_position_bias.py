@@ -98,7 +98,10 @@ class WindowPositionBiasMixin(_WindowBiasMixin):
         height, width = self.window_size
         distances = (2 * height - 1) * (2 * width - 1) + 3 * self.num_prefix_tokens
         self.relative_position_bias_table = self.add_weight(
-            name="relative_position_bias_table", shape=(distances, self.num_heads), initializer="zeros"
+            name="relative_position_bias_table",
+            shape=(distances, self.num_heads),
+            initializer="zeros",
+            autocast=False,
         )
         self.built = True
 
@@ -192,11 +195,19 @@ class ContinuousPositionBiasMixin(_WindowBiasMixin):
         # Swin v2's `continuous_position_bias_mlp`: Linear(2, 512) with a bias, ReLU,
         # Linear(512, heads) without one (kernels are the transposes of torch's weights).
         self.hidden_kernel = self.add_weight(
-            name="hidden_kernel", shape=(2, 512), initializer="glorot_uniform"
+            name="hidden_kernel",
+            shape=(2, 512),
+            initializer="glorot_uniform",
+            autocast=False,
         )
-        self.hidden_bias = self.add_weight(name="hidden_bias", shape=(512,), initializer="zeros")
+        self.hidden_bias = self.add_weight(
+            name="hidden_bias", shape=(512,), initializer="zeros", autocast=False
+        )
         self.output_kernel = self.add_weight(
-            name="output_kernel", shape=(512, self.num_heads), initializer="glorot_uniform"
+            name="output_kernel",
+            shape=(512, self.num_heads),
+            initializer="glorot_uniform",
+            autocast=False,
         )
         self.built = True
 
