@@ -7,6 +7,7 @@ the test environment), from the repository's root:
     python tests/print_transformers.py defaults    # prints the config classes' defaults
     python tests/print_transformers.py windows     # adds each layer's sliding window to the json
     python tests/print_transformers.py inkling     # adds Inkling 2's bias and log scale to the json
+    python tests/print_transformers.py deepseek_v4_output  # adds DeepSeek-V4's inverse rotation
 
 For every causal language model of transformers whose text model builds a rotary module, its
 text model type (multimodal models share their language model's), and per distinct attention
@@ -165,7 +166,10 @@ def run(module, text, rope, layer, layer_type, batch):
     # One random token per example, at every position: only the positions differ.
     tokens = torch.randn(batch, 1, text.hidden_size, dtype=torch.float64).expand(-1, len(positions), -1)
     ids = torch.tensor(positions).expand(batch, -1)
-    extra = {"layer_type": layer_type} if "layer_type" in inspect.signature(rope.forward).parameters else {}
+    # DeepSeek-V4's rotary modules are keyed by their rope's label ("main", "compress"), which
+    # its attention modules name, not by the layer type.
+    label = getattr(layer, "rope_layer_type", layer_type)
+    extra = {"layer_type": label} if "layer_type" in inspect.signature(rope.forward).parameters else {}
     with float64_everywhere():
         try:
             cos, sin = rope(tokens, ids, **extra)
@@ -192,7 +196,8 @@ def run(module, text, rope, layer, layer_type, batch):
         accepted = inspect.signature(layer.forward).parameters
         arguments = {}
         if "position_embeddings" in accepted:
-            arguments["position_embeddings"] = (cos, sin)
+            labelled = hasattr(layer, "rope_layer_type")  # DeepSeek-V4's: a dict by label
+            arguments["position_embeddings"] = {label: (cos, sin)} if labelled else (cos, sin)
         if "position_ids" in accepted:
             arguments["position_ids"] = ids
         masks = [None]
@@ -232,13 +237,16 @@ def run(module, text, rope, layer, layer_type, batch):
 
 def rotations(only=()):
     """All model types, or (given names) only those, whose entries replace the stored ones."""
-    printed = json.loads(PRINTED.read_text())["types"] if only else {}
+    stored = json.loads(PRINTED.read_text()) if only else {}
+    printed = stored.get("types", {})
     for text_type, (parents, module_name) in sorted(rotary_text_models().items()):
         if only and text_type not in only:
             continue
-        printed.pop(text_type, None)
+        before = printed.pop(text_type, {})
         module = importlib.import_module(module_name)
         entry = printed.setdefault(text_type, {"parents": sorted(parents)})
+        if "windows" in before:  # printed by `windows`, from the modules' own attributes
+            entry["windows"] = before["windows"]
         try:
             text = text_config(text_type, parents)
             model, layers = text_model(text, module)
@@ -286,7 +294,9 @@ def rotations(only=()):
         f"transformers {transformers.__version__}, torch {torch.__version__}: tests/print_transformers.py"
     )
     types = dict(sorted(printed.items()))
-    PRINTED.write_text(json.dumps({"source": source, "types": types}, separators=(",", ":")) + "\n")
+    # What the other verbs printed (Inkling's bias) stays.
+    kept = {key: value for key, value in stored.items() if key not in ("source", "types")}
+    PRINTED.write_text(json.dumps({"source": source, "types": types, **kept}, separators=(",", ":")) + "\n")
 
 
 READ = (
@@ -414,8 +424,39 @@ def inkling():
     print(sorted(printed))
 
 
+def deepseek_v4_output():
+    """Adds to tests/transformers_5_25.json DeepSeek-V4's inverse rotation of an attention
+    output (`apply_rotary_pos_emb(attn_output, cos, -sin)` of `DeepseekV4Attention.forward`) at
+    some positions, per rope label, run in float64 from the config class's defaults: the last
+    `qk_rope_head_dim` features of `fixed_vectors(head_dim)`'s vector (the others pass through)."""
+    from transformers.models.deepseek_v4 import modeling_deepseek_v4 as deepseek_v4
+
+    stored = json.loads(PRINTED.read_text())
+    text = AutoConfig.for_model("deepseek_v4")
+    positions = [1, 63, 2**17 - 1]
+    vector, _ = fixed_vectors(text.head_dim)
+    output = torch.from_numpy(np.broadcast_to(vector, (1, len(positions), 1, text.head_dim)).copy())
+    printed = {"positions": positions}
+    with float64_everywhere():
+        rope = deepseek_v4.DeepseekV4RotaryEmbedding(text).double()
+        for label in ("main", "compress"):
+            cos, sin = rope(output, torch.tensor([positions]), layer_type=label)
+            undone = deepseek_v4.apply_rotary_pos_emb(output, cos, -sin, unsqueeze_dim=2)
+            assert torch.equal(undone[..., : -text.qk_rope_head_dim], output[..., : -text.qk_rope_head_dim])
+            printed[label] = undone[0, :, 0, -text.qk_rope_head_dim :].numpy().tolist()
+    stored["deepseek_v4_output"] = {"source": f"transformers {transformers.__version__}", **printed}
+    PRINTED.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
+    print(sorted(printed))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "rotations":
         rotations(sys.argv[2:])
     else:
-        {"defaults": defaults, "windows": windows, "inkling": inkling}[sys.argv[1]]()
+        verbs = {
+            "defaults": defaults,
+            "windows": windows,
+            "inkling": inkling,
+            "deepseek_v4_output": deepseek_v4_output,
+        }
+        verbs[sys.argv[1]]()

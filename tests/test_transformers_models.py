@@ -234,6 +234,36 @@ def test_the_layer_rotates_as_the_restatement(text_type, key):
     assert np.abs(layer - rotate(rope, vectors, positions)).max() <= row_error_bound("float64")
 
 
+def test_deepseek_v4s_output_turns_back_as_transformers_turns_it():
+    # DeepSeek-V4's values are its keys, rotated: its attention output is turned back at the
+    # query's position, `apply_rotary_pos_emb(attn_output, cos, -sin)`, on the last
+    # `qk_rope_head_dim` features of a head: `rope(output, rows=(cos, -sin))` with its rows.
+    printed = PRINTED["deepseek_v4_output"]
+    positions = np.array(printed["positions"])
+    head_dim, rope_dim = 512, 64
+    part = np.broadcast_to(fixed_vectors(head_dim)[0][-rope_dim:], (1, len(positions), 1, rope_dim))
+    for label, base in (("main", 10000.0), ("compress", 160000.0)):
+        rope = RotaryEmbedding.from_hf_config(
+            {"model_type": "deepseek_v4"}, layer_type=label, dtype="float64"
+        )
+        assert (rope.max_wavelength, rope.layout) == (base, "interleave")
+        cos, sin = rope.rows(part, positions=positions)
+        undone = keras.ops.convert_to_numpy(rope(part, rows=(cos, -sin)))[0, :, 0]
+        # The float64 restatement of its `apply_rotary_pos_emb` (interleaved pairs) with -sin.
+        angles = positions[:, None] * base ** (-np.arange(0, rope_dim, 2) / rope_dim)
+        even, odd = part[0, :, 0, 0::2], part[0, :, 0, 1::2]
+        exact = np.empty_like(part[0, :, 0])
+        exact[:, 0::2] = even * np.cos(angles) + odd * np.sin(angles)
+        exact[:, 1::2] = odd * np.cos(angles) - even * np.sin(angles)
+        bound = 4 * row_error_bound("float64") * np.abs(part).max()
+        assert np.abs(undone - exact).max() <= bound
+        assert np.abs(undone - np.array(printed[label])).max() <= bound  # transformers' own, float64
+        # Turning back undoes the keys' (and values') rotation.
+        turned = rope(part, positions=positions)
+        back = keras.ops.convert_to_numpy(rope(turned, rows=(cos, -sin)))
+        assert np.abs(back - part).max() <= bound
+
+
 def test_group_query_attention_refuses_layers_it_is_not():
     from tf_posenc import GroupQueryAttention
 

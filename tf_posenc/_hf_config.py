@@ -50,10 +50,6 @@ MODEL_TYPES = tuple(sorted({*_hf_defaults.DEFAULTS, *_hf_defaults.TEXT_MODEL_TYP
 # The model types whose positions need a mechanism tf_posenc does not have: the mechanism, by
 # model type (transformers 5.25's modeling code). `read` refuses them, naming it.
 MECHANISMS = {
-    "deepseek_v4": (
-        "DeepSeek-V4's compressed attention: separate `main` and `compress` rope bases, compressed "
-        "entries rotated at their windows' starts, and the inverse rotation of the attention output"
-    ),
     "inkling2_text": (
         "Inkling's attention, which takes per-token sinks and convolved keys (its positions are "
         "not rotations but a learned bias conditioned on each query's hidden state, "
@@ -226,10 +222,24 @@ def _is_nested(parameters):
     return bool(parameters) and all(isinstance(value, dict) or value is None for value in parameters.values())
 
 
+# Models whose rope parameters are nested by a label of their own, not by layer type: the label
+# of each layer type's rope (DeepSeek-V4's attention modules' `rope_layer_type`).
+_ROPE_LABELS = {
+    "deepseek_v4": {
+        "sliding_attention": "main",
+        "compressed_sparse_attention": "compress",
+        "heavily_compressed_attention": "compress",
+    },
+}
+
+
 def _nested_layer_types(config, parameters):
-    """The layer types whose rope parameters `parameters` nests (Gemma 3 and 4)."""
+    """The layer types whose rope parameters `parameters` nests (Gemma 3 and 4; DeepSeek-V4's
+    by their labels, which name them too)."""
+    labels = _ROPE_LABELS.get(config.get("model_type"), {})
     layer_types = (*_LAYER_TYPES, *(config.get("layer_types") or ()))
-    return [key for key in parameters if key in layer_types]
+    nested = [key for key in parameters if key in layer_types or key in labels.values()]
+    return nested + [kind for kind, label in labels.items() if label in parameters]
 
 
 def _layer_parameters(config, layer_type):
@@ -244,6 +254,7 @@ def _layer_parameters(config, layer_type):
                 f"Received: layer_type={layer_type!r}"
             )
         if nested:
+            layer_type = _ROPE_LABELS.get(config.get("model_type"), {}).get(layer_type, layer_type)
             if parameters[layer_type] is None:
                 raise ValueError(
                     f"The config's {layer_type!r} layers have no rotary embedding (rope parameters None)."
@@ -410,6 +421,7 @@ _INTERLEAVED = frozenset(
         "deepseek_v2",
         "deepseek_v3",
         "deepseek_v32",
+        "deepseek_v4",
         "dots3_note_text",
         "ergo",
         "ernie4_5",
@@ -481,6 +493,12 @@ _UNROTATED_LAYER_TYPES = {"kolibri1_1": ("indexed_attention",)}
 # Model types whose rows `RotaryEmbedding.from_hf_config` reads, but whose attention layers need
 # a mechanism `hf_attention_layers` does not have.
 PLAN_MECHANISMS = {
+    "deepseek_v4": (
+        "DeepSeek-V4's compressed attention: its compressed layers also attend to learned compressions "
+        "of windows of keys (each rotated at its window's first position, and chosen by a learned "
+        "indexer on its sparse layers), and every layer takes per-head sinks (docs/porting.md shows "
+        "its rotations, the inverse one of the output included)"
+    ),
     "beam": "Beam's query temperature (1 + (position + 1) / 2048) ** 0.1 on its layers without rotation",
     "unlimited_ocr_text": "a window that keeps every prompt and image token (`reference_sliding_attention`)",
     "muse_glimmer_text": "queries multiplied by `qk_scale_factor` after a norm without scale",
