@@ -8,6 +8,7 @@ the test environment), from the repository's root:
     python tests/print_transformers.py windows     # adds each layer's sliding window to the json
     python tests/print_transformers.py inkling     # adds Inkling 2's bias and log scale to the json
     python tests/print_transformers.py deepseek_v4_output  # adds DeepSeek-V4's inverse rotation
+    python tests/print_transformers.py omni        # adds the Omni models' get_rope_index
 
 For every causal language model of transformers whose text model builds a rotary module, its
 text model type (multimodal models share their language model's), and per distinct attention
@@ -449,6 +450,120 @@ def deepseek_v4_output():
     print(sorted(printed))
 
 
+# Token ids of the Omni batches (the Qwen2.5-Omni tokenizer's): text, the vision and audio
+# brackets, image, video and audio tokens; and their `mrope_positions` token types.
+OMNI_TOKENS = {"text": 9, "vision_bos": 151652, "vision_eos": 151653, "audio_bos": 151647,
+               "audio_eos": 151648, "image": 151655, "video": 151656, "audio": 151646}  # fmt: skip
+OMNI_TYPES = {"image": 1, "video": 2, "audio": 3}
+
+
+def omni_batches(model_type, audio_tokens):
+    """The Omni batches: (rows of token names, grids, seconds per grid, audio feature lengths,
+    use_audio_in_video). Audio in a video is interleaved as the model's processor does it:
+    Qwen2.5-Omni by chunks of 2 s (50 ids), a chunk's video then its audio; Qwen3-Omni by
+    time, a video frame before the audio at its time."""
+    length = 100  # audio feature frames
+    count = audio_tokens(length)
+    seconds = 1 / 3 if model_type == "qwen2_5_omni" else 0.4
+
+    def video(frames, tokens_per_frame, audio=False):
+        times = [
+            int(np.float32(np.float32(frame) * np.float32(seconds)) * np.float32(25))
+            for frame in range(frames)
+        ]
+        video_ids = [time for time in times for _ in range(tokens_per_frame)]
+        if not audio:
+            return ["vision_bos"] + ["video"] * len(video_ids) + ["vision_eos"]
+        order = []
+        if model_type == "qwen2_5_omni":
+            for chunk in range(max(max(video_ids), count - 1) // 50 + 1):
+                order += ["video" for time in video_ids if chunk * 50 <= time < (chunk + 1) * 50]
+                order += ["audio" for time in range(count) if chunk * 50 <= time < (chunk + 1) * 50]
+        else:
+            v = a = 0
+            while v < len(video_ids) and a < count:
+                if video_ids[v] <= a:
+                    order.append("video")
+                    v += 1
+                else:
+                    order.append("audio")
+                    a += 1
+            order += ["video"] * (len(video_ids) - v) + ["audio"] * (count - a)
+        return ["vision_bos", "audio_bos"] + order + ["audio_eos", "vision_eos"]
+
+    image = ["vision_bos"] + ["image"] * 4 + ["vision_eos"]  # a 1 x 4 x 4 image, merged 2 x 2
+    audio = ["audio_bos"] + ["audio"] * count + ["audio_eos"]
+    plain = (
+        [["text"] * 3 + image + ["text"] * 2 + audio + ["text"] + video(3, 4) + ["text"] * 2,
+         ["pad"] * 9 + ["text"] * 2 + video(2, 1) + ["text"] * 2],
+        {"image": [[1, 4, 4]], "video": [[3, 4, 4], [2, 2, 2]]},
+        [seconds, seconds],
+        [length],
+        False,
+    )  # fmt: skip
+    in_video = (
+        [["text"] * 2 + image + ["text"] * 2 + video(3, 4, audio=True) + ["text"] * 3],
+        {"image": [[1, 4, 4]], "video": [[3, 4, 4]]},
+        [seconds],
+        [length],
+        True,
+    )
+    return {"plain": plain, "audio_in_video": in_video}
+
+
+def omni():
+    """Adds to tests/transformers_5_25.json the M-RoPE ids and deltas of the Omni models'
+    `get_rope_index` (Qwen2.5-Omni's and Qwen3-Omni's thinkers, transformers 5.25) on
+    `omni_batches`, called on the model class with its config's token ids."""
+    import types
+
+    from transformers.models.qwen2_5_omni import modeling_qwen2_5_omni as qwen2_5
+    from transformers.models.qwen3_omni_moe import modeling_qwen3_omni_moe as qwen3
+
+    stored = json.loads(PRINTED.read_text())
+    printed = {}
+    classes = {
+        "qwen2_5_omni": (qwen2_5.Qwen2_5OmniPreTrainedModelForConditionalGeneration, 100,
+                         lambda n: ((n - 1) // 2 + 1 - 2) // 2 + 1),
+        "qwen3_omni_moe": (qwen3.Qwen3OmniMoePreTrainedModelForConditionalGeneration, 50,
+                           lambda n: int(qwen3._get_feat_extract_output_lengths(torch.tensor(n), 50))),
+    }  # fmt: skip
+    for model_type, (model_class, n_window, audio_tokens) in classes.items():
+        config = types.SimpleNamespace(
+            image_token_id=OMNI_TOKENS["image"], video_token_id=OMNI_TOKENS["video"],
+            audio_token_id=OMNI_TOKENS["audio"], vision_start_token_id=OMNI_TOKENS["vision_bos"],
+            audio_start_token_id=OMNI_TOKENS["audio_bos"], position_id_per_seconds=25, seconds_per_chunk=2,
+            audio_config=types.SimpleNamespace(n_window=n_window),
+        )  # fmt: skip
+        model = types.SimpleNamespace(config=config, spatial_merge_size=2)
+        for name in ("get_llm_pos_ids_for_vision", "get_chunked_index"):
+            setattr(model, name, types.MethodType(getattr(model_class, name), model))
+        for batch_name, (rows, grids, seconds, lengths, in_video) in omni_batches(
+            model_type, audio_tokens
+        ).items():
+            width = max(len(row) for row in rows)
+            rows = [["pad"] * (width - len(row)) + row for row in rows]
+            ids = torch.tensor([[OMNI_TOKENS.get(token, 0) for token in row] for row in rows])
+            mask = torch.tensor([[token != "pad" for token in row] for row in rows]).long()
+            positions, deltas = model_class.get_rope_index(
+                model, ids, torch.tensor(grids["image"]), torch.tensor(grids["video"]), mask,
+                use_audio_in_video=in_video, audio_seqlens=torch.tensor(lengths),
+                second_per_grids=torch.tensor(seconds),
+            )  # fmt: skip
+            printed[f"{model_type}/{batch_name}"] = {
+                "token_types": [[OMNI_TYPES.get(token, 0) for token in row] for row in rows],
+                "attention_mask": mask.tolist(),
+                "image_grid_thw": grids["image"],
+                "video_grid_thw": grids["video"][: 1 if in_video else 2],
+                "second_per_grid_ts": seconds,
+                "positions": positions.tolist(),
+                "deltas": deltas.tolist(),
+            }
+            print(model_type, batch_name, positions.dtype, positions[0, 0].tolist())
+    stored["omni"] = {"source": f"transformers {transformers.__version__}", **printed}
+    PRINTED.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "rotations":
         rotations(sys.argv[2:])
@@ -458,5 +573,6 @@ if __name__ == "__main__":
             "windows": windows,
             "inkling": inkling,
             "deepseek_v4_output": deepseek_v4_output,
+            "omni": omni,
         }
         verbs[sys.argv[1]]()

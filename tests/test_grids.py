@@ -3,6 +3,7 @@ FLUX's and Qwen2-VL's multi-axis rotary embeddings, against their code restated 
 values they printed."""
 
 import json
+import pathlib
 
 import keras
 import numpy as np
@@ -630,9 +631,80 @@ def test_mrope_positions_follow_qwen3_vl_frame_by_frame(model_type):
     with pytest.raises(ValueError, match=r"run of 4 video tokens, but its grid \[3, 4, 4\]"):
         mrope_positions(QWEN3_VL_TYPES, **arguments, attention_mask=QWEN3_VL_MASK)
     with pytest.raises(
-        ValueError, match=r"`model_type` must be one of .*Received: model_type='qwen2_5_omni'"
+        ValueError, match=r"`model_type` must be one of .*Received: model_type='ernie4_5_vl_moe'"
     ):
-        mrope_positions(QWEN3_VL_TYPES, **arguments, model_type="qwen2_5_omni")
+        mrope_positions(QWEN3_VL_TYPES, **arguments, model_type="ernie4_5_vl_moe")
+
+
+# Printed by `tests/print_transformers.py omni` (transformers 5.25): the `get_rope_index` of
+# Qwen2.5-Omni's and Qwen3-Omni's thinkers on a batch with an image, an audio and videos (one
+# left-padded row), and on one with a video and its audio interleaved as their processors do it;
+# Qwen2.5-Omni's videos a third of a second per grid (t ids 0, 8, 16 after float32 truncation),
+# Qwen3-Omni's 0.4 s.
+OMNI = json.loads((pathlib.Path(__file__).parent / "transformers_5_25.json").read_text())["omni"]
+OMNI_CASES = [key for key in OMNI if key != "source"]
+
+
+@pytest.mark.parametrize("case", OMNI_CASES)
+def test_mrope_positions_are_the_omni_models_get_rope_index(case):
+    printed = OMNI[case]
+    model_type = case.split("/")[0]
+    arguments = {
+        key: printed[key]
+        for key in ("image_grid_thw", "video_grid_thw", "attention_mask", "second_per_grid_ts")
+    }
+    positions, deltas = mrope_positions(printed["token_types"], **arguments, model_type=model_type)
+    assert positions.dtype == np.int32
+    np.testing.assert_array_equal(positions, printed["positions"])  # Qwen3-Omni's are whole floats
+    np.testing.assert_array_equal(deltas, printed["deltas"])
+    thinker, _ = mrope_positions(printed["token_types"], **arguments, model_type=f"{model_type}_thinker")
+    np.testing.assert_array_equal(thinker, positions)
+
+
+def test_omni_positions_refuse_what_they_cannot_rotate():
+    printed = OMNI["qwen3_omni_moe/plain"]
+    arguments = {key: printed[key] for key in ("image_grid_thw", "video_grid_thw", "attention_mask")}
+    # Half a second at 25 ids a second: t id 12.5, which Qwen3-Omni keeps and no rotation takes.
+    with pytest.raises(
+        ValueError, match=r"Qwen3-Omni's t ids of a video are fractional \(\[0.0, 12.5, 25.0\]"
+    ):
+        mrope_positions(
+            printed["token_types"], **arguments, model_type="qwen3_omni_moe", second_per_grid_ts=[0.5, 1]
+        )
+    # Qwen2.5-Omni truncates it, as transformers does.
+    truncated, _ = mrope_positions(
+        printed["token_types"], **arguments, model_type="qwen2_5_omni", second_per_grid_ts=[0.5, 1]
+    )
+    assert sorted(set(truncated[0, 0, 28:40].tolist())) == [26, 38, 51]
+    block = [kind for kind in OMNI["qwen2_5_omni/audio_in_video"]["token_types"][0] if kind in (2, 3)]
+    with pytest.raises(ValueError, match=r"Row 0 has a video with its audio without its two start"):
+        mrope_positions([[0] + block + [0, 0]], video_grid_thw=[[3, 4, 4]], model_type="qwen2_5_omni")
+    # Qwen3-Omni's start tokens count up as text: the block starts right after the one there is.
+    counted, _ = mrope_positions(
+        [[0] + block + [0, 0]], video_grid_thw=[[3, 4, 4]], model_type="qwen3_omni_moe"
+    )
+    assert counted[:, 0, :2].tolist() == [[0, 1]] * 3
+    audio, text = [[0, 3, 3, 0]], [[0, 0]]
+    for types, kwargs, message in (
+        (audio, {"model_type": "qwen2_vl"}, r"and 3 \(audio\) for the Omni models. Received: values \[3\]"),
+        (
+            audio,
+            {"model_type": "qwen2_5_omni", "tokens_per_second": 2},
+            r"`tokens_per_second` is Qwen2.5-VL's",
+        ),
+        (
+            text,
+            {"model_type": "qwen2_vl", "position_id_per_seconds": 25},
+            r"`position_id_per_seconds` is the Omni",
+        ),
+        (
+            audio,
+            {"model_type": "qwen2_5_omni", "position_id_per_seconds": 0},
+            r"`position_id_per_seconds` must be",
+        ),
+    ):
+        with pytest.raises(ValueError, match=message):
+            mrope_positions(types, **kwargs)
 
 
 def test_mrope_configs_and_errors():

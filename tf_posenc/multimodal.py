@@ -1,4 +1,5 @@
-"""M-RoPE ids for sequences of text, image and video tokens (Qwen2-VL's multimodal RoPE)."""
+"""M-RoPE ids for sequences of text, image, video and audio tokens (Qwen2-VL's multimodal RoPE
+and the rules of the models after it)."""
 
 import itertools
 
@@ -6,7 +7,7 @@ import numpy as np
 
 from tf_posenc import _validation
 
-TOKEN_TYPES = {0: "text", 1: "image", 2: "video"}
+TOKEN_TYPES = {0: "text", 1: "image", 2: "video", 3: "audio"}
 
 
 def _grids(name, grids):
@@ -30,7 +31,7 @@ def _grids(name, grids):
 # is the same, `get_vision_position_ids` included): a video as one run of its whole grid
 # (Qwen2-VL's; Qwen2.5-VL's with its frames' t ids spread by `second_per_grid_ts`), or one run per
 # frame between timestamp tokens (Qwen3-VL's, which GLM-4V's and Qwen3.5's copy). ERNIE 4.5-VL,
-# HunYuan-VL and the Omni models have rules of their own.
+# HunYuan-VL have rules of their own. The Omni models (audio too) have theirs, `_omni_ids`.
 _WHOLE_VIDEO = ("qwen2_vl", "paddleocr_vl", "qwen2_5_vl")
 _FRAME_BY_FRAME = (
     "qwen3_vl",
@@ -45,7 +46,10 @@ _FRAME_BY_FRAME = (
     "cohere_compass",
     "cosmos3_omni",
 )
-_MODEL_TYPES = _WHOLE_VIDEO + _FRAME_BY_FRAME
+# Qwen2.5-Omni's and Qwen3-Omni's thinkers: time-aligned ids (`position_id_per_seconds` per
+# second), audio tokens counting as text, a video's audio interleaved into it.
+_OMNI = ("qwen2_5_omni", "qwen2_5_omni_thinker", "qwen3_omni_moe", "qwen3_omni_moe_thinker")
+_MODEL_TYPES = _WHOLE_VIDEO + _FRAME_BY_FRAME + _OMNI
 
 
 def mrope_positions(
@@ -58,15 +62,17 @@ def mrope_positions(
     *,
     second_per_grid_ts=None,
     tokens_per_second=None,
+    position_id_per_seconds=None,
 ):
-    """The M-RoPE ids of a batch of text, image and video tokens, as transformers builds them.
+    """The M-RoPE ids of a batch of text, image, video and audio tokens, as transformers builds them.
 
     What transformers 5.x's Qwen2-VL `get_rope_index` computes: text tokens count up on all
     three axes; an image's or video's tokens get ids `(start + t, start + h, start + w)` over
     its merged grid `(t, h // spatial_merge_size, w // spatial_merge_size)` in row-major order,
     after which the text continues at `start + max(h, w) // spatial_merge_size`. Padding
-    (`attention_mask` 0) is left out and gets ids 0. A run of image (or video) tokens is one
-    image (video): the grids are used in order, across the batch.
+    (`attention_mask` 0) is left out and gets ids 0 (1 for Qwen2.5-Omni, as its code fills it).
+    A run of image (or video) tokens is one image (video): the grids are used in order, across
+    the batch.
 
     With `model_type="qwen2_5_vl"`, Qwen2.5-VL's: a video's frame `f` (of its merged grid) has the
     t id `start + int(f * tokens_per_second * second_per_grid_t)`, the product in float32 as
@@ -78,9 +84,21 @@ def mrope_positions(
     one per run of video tokens; every vision token's t id is then its run's start. GLM-4V,
     GLM-4.5V, GLM-4.6V, GLM-OCR, Qwen3.5 and the others listed under `model_type` run the same code.
 
+    With `model_type="qwen2_5_omni"` or `"qwen3_omni_moe"` (or their `_thinker`), the Omni
+    models' rule, time-aligned: an image's or video's frame `f` has the t id
+    `start + f * second_per_grid_t * position_id_per_seconds` (one float32 product, truncated by
+    Qwen2.5-Omni; Qwen3-Omni keeps it, and a fraction is a `ValueError` here, since rotations take
+    whole positions); audio tokens (type 3) count up on all three axes as text does; after an
+    image, video or audio, the text continues at one more than the largest id of its last run.
+    A video with its audio (`use_audio_in_video`: a run that mixes video and audio tokens, in the
+    order the model's processor interleaves them) gives its video tokens the video's ids and its
+    audio tokens ids counting from the same start, each in order; Qwen2.5-Omni's two start tokens
+    before it share one id, as do its two end tokens after it (Qwen3-Omni's count up). The vision
+    and audio start and end tokens are text tokens here.
+
     Args:
-        token_types: Integer array `(batch, seq_len)`: 0 for text, 1 for image and 2 for
-            video tokens (transformers' `mm_token_type_ids`).
+        token_types: Integer array `(batch, seq_len)`: 0 for text, 1 for image, 2 for video and
+            (Omni models) 3 for audio tokens (transformers' `mm_token_type_ids`).
         image_grid_thw: Optional `(num_images, 3)` integers: each image's patch grid.
         video_grid_thw: Optional `(num_videos, 3)` integers: each video's patch grid.
         spatial_merge_size: Integer. How many patches per side the vision tower merges into
@@ -90,11 +108,16 @@ def mrope_positions(
             `"paddleocr_vl"` or `"qwen2_5_vl"` (a video in one run); `"qwen3_vl"`,
             `"qwen3_vl_moe"`, `"qwen3_5"`, `"qwen3_5_moe"`, `"qwen4_exp"`, `"glm4v"`,
             `"glm4v_moe"`, `"glm46v"`, `"glm_ocr"`, `"cohere_compass"` or `"cosmos3_omni"` (a
-            video frame by frame). Defaults to `"qwen2_vl"`.
+            video frame by frame); `"qwen2_5_omni"`, `"qwen2_5_omni_thinker"`,
+            `"qwen3_omni_moe"` or `"qwen3_omni_moe_thinker"` (time-aligned, with audio).
+            Defaults to `"qwen2_vl"`.
         second_per_grid_ts: Optional sequence of numbers, one per video: the seconds between two
-            frames of its merged grid (Qwen2.5-VL's processor output). Defaults to 1 for each.
+            frames of its merged grid (the processor's `second_per_grid_ts`, or
+            `video_second_per_grid` of the Omni processors). Defaults to 1 for each.
         tokens_per_second: Number: Qwen2.5-VL's `vision_config.tokens_per_second` (2 in its
             released checkpoints). Required with `model_type="qwen2_5_vl"` and a video.
+        position_id_per_seconds: Number: the Omni models' `position_id_per_seconds` (25 in their
+            configs). Defaults to `None`, 25 for the Omni models; other rules take none.
 
     Returns:
         `(positions, deltas)`: int32 arrays of shapes `(3, batch, seq_len)` (the `positions` of
@@ -117,18 +140,36 @@ def mrope_positions(
             "`token_types` must be an integer array of shape (batch, seq_len). "
             f"Received: token_types with shape {token_types.shape} and dtype {token_types.dtype}"
         )
-    if not np.isin(token_types, list(TOKEN_TYPES)).all():
+    _validation.one_of("model_type", model_type, _MODEL_TYPES)
+    allowed = TOKEN_TYPES if model_type in _OMNI else {0: "text", 1: "image", 2: "video"}
+    if not np.isin(token_types, list(allowed)).all():
         raise ValueError(
-            "`token_types` must hold 0 (text), 1 (image) or 2 (video). "
-            f"Received: values {sorted(set(np.unique(token_types).tolist()) - set(TOKEN_TYPES))}"
+            "`token_types` must hold 0 (text), 1 (image) or 2 (video), and 3 (audio) for the Omni "
+            f"models. Received: values {sorted(set(np.unique(token_types).tolist()) - set(allowed))} "
+            f"with model_type={model_type!r}"
         )
     merge = _validation.positive_int("spatial_merge_size", spatial_merge_size)
-    _validation.one_of("model_type", model_type, _MODEL_TYPES)
     videos = _grids("video_grid_thw", video_grid_thw)
     if model_type in _FRAME_BY_FRAME:  # one grid per frame, each frame its own run
         videos = [(1, height, width) for frames, height, width in videos for _ in range(frames)]
     grids = {1: iter(_grids("image_grid_thw", image_grid_thw)), 2: iter(videos)}
-    time_intervals = _time_intervals(model_type, len(videos), second_per_grid_ts, tokens_per_second)
+    if model_type in _OMNI:
+        if tokens_per_second is not None:
+            raise ValueError(
+                "`tokens_per_second` is Qwen2.5-VL's; the Omni models take `position_id_per_seconds`. "
+                f"Received: tokens_per_second={tokens_per_second!r} with model_type={model_type!r}"
+            )
+        per_second = _validation.positive_number(
+            "position_id_per_seconds", 25 if position_id_per_seconds is None else position_id_per_seconds
+        )
+        time_intervals = iter(_seconds(second_per_grid_ts, len(videos)) * np.float32(per_second))
+    else:
+        if position_id_per_seconds is not None:
+            raise ValueError(
+                "`position_id_per_seconds` is the Omni models'. Received: "
+                f"position_id_per_seconds={position_id_per_seconds!r} with model_type={model_type!r}"
+            )
+        time_intervals = _time_intervals(model_type, len(videos), second_per_grid_ts, tokens_per_second)
     mask = (
         np.ones(token_types.shape, bool)
         if attention_mask is None
@@ -143,6 +184,13 @@ def mrope_positions(
     deltas = np.zeros((token_types.shape[0], 1), np.int64)
     for row, (types, kept) in enumerate(zip(token_types, mask, strict=True)):
         types = types[kept]
+        if model_type in _OMNI:
+            shared = model_type.startswith("qwen2_5_omni")
+            ids = _omni_ids(row, types.tolist(), grids, time_intervals, merge, per_second, shared)
+            positions[:, row, kept] = ids
+            positions[:, row, ~kept] = int(shared)  # as each fills padding: ones, or zeros
+            deltas[row, 0] = (ids.max() + 1 if ids.size else 0) - len(types)
+            continue
         parts, start = [], 0
         for kind, run in itertools.groupby(types.tolist()):
             length = len(list(run))
@@ -198,6 +246,11 @@ def _time_intervals(model_type, video_count, second_per_grid_ts, tokens_per_seco
             "Received: tokens_per_second=None"
         )
     rate = _validation.positive_number("tokens_per_second", tokens_per_second)
+    return iter(np.float32(rate) * _seconds(second_per_grid_ts, video_count))
+
+
+def _seconds(second_per_grid_ts, video_count):
+    """Each video's seconds between two frames of its merged grid, float32 (1 where not given)."""
     seconds = (
         np.ones(video_count) if second_per_grid_ts is None else np.asarray(second_per_grid_ts, np.float64)
     )
@@ -206,4 +259,75 @@ def _time_intervals(model_type, video_count, second_per_grid_ts, tokens_per_seco
             "`second_per_grid_ts` must hold one positive number per video. "
             f"Received: second_per_grid_ts={second_per_grid_ts!r} for {video_count} videos"
         )
-    return iter(np.float32(rate) * seconds.astype(np.float32))
+    return seconds.astype(np.float32)
+
+
+def _omni_ids(row, types, grids, time_intervals, merge, per_second, shared_brackets):
+    """One row's ids `(3, len(types))` by the Omni models' `get_rope_index` (see
+    `mrope_positions`); `shared_brackets`: Qwen2.5-Omni's, whose two start and two end tokens
+    around a video with its audio share an id."""
+    # Runs of text (0), of an image (1), and of a video, an audio or both (2 and 3 together).
+    segments = [(key, list(run)) for key, run in itertools.groupby(types, key=lambda kind: min(kind, 2))]
+    mixed = [key == 2 and len(set(kinds)) == 2 for key, kinds in segments]
+    parts, start = [], 0
+    for index, (key, kinds) in enumerate(segments):
+        if key == 0:
+            before = shared_brackets and index + 1 < len(segments) and mixed[index + 1]
+            after = shared_brackets and index > 0 and mixed[index - 1]
+            if (before or after) and len(kinds) < 2 + 2 * (before and after):
+                raise ValueError(
+                    f"Row {row} has a video with its audio without its two start and two end tokens "
+                    "around it (text tokens here), which Qwen2.5-Omni's ids need."
+                )
+            # Qwen2.5-Omni: the second start or end token takes the id of the first.
+            steps = np.ones(len(kinds), np.int64)
+            steps[0] = 0
+            if after:
+                steps[1] = 0
+            if before:
+                steps[-1] = 0
+            ids = np.broadcast_to(start + np.cumsum(steps), (3, len(kinds)))
+            parts.append(ids)
+            start = int(ids.max()) + 1
+            continue
+        video_count = kinds.count(key)
+        ids = np.empty((3, len(kinds)), np.int64)
+        if key == 1 or video_count:
+            kind = 1 if key == 1 else 2
+            grid = next(grids[kind], None)
+            if grid is None:
+                raise ValueError(
+                    f"Row {row} has more {TOKEN_TYPES[kind]} runs than `{TOKEN_TYPES[kind]}_grid_thw` "
+                    "has grids."
+                )
+            frames, height, width = grid[0], grid[1] // merge, grid[2] // merge
+            count = len(kinds) if key == 1 else video_count
+            if frames * height * width != count:
+                raise ValueError(
+                    f"Row {row} has {count} {TOKEN_TYPES[kind]} tokens in a run, but its grid {list(grid)} "
+                    f"merged {merge} x {merge} has {frames * height * width} tokens."
+                )
+            interval = np.float32(per_second) if key == 1 else next(time_intervals)
+            # transformers' float32 `arange(t) * second_per_grid * position_id_per_seconds`.
+            times = np.arange(frames).astype(np.float32) * interval
+            whole = np.trunc(times)
+            if not shared_brackets and (whole != times).any():
+                raise ValueError(
+                    f"Row {row}: Qwen3-Omni's t ids of a video are fractional ({times.tolist()}: its "
+                    "frames' seconds times `position_id_per_seconds`), and a rotation takes whole "
+                    "positions. Received: the video's second_per_grid_t with "
+                    f"position_id_per_seconds={per_second}"
+                )
+            vision = np.stack(
+                np.meshgrid(whole.astype(np.int64), np.arange(height), np.arange(width), indexing="ij")
+            )
+            ids[:, np.array(kinds) != 3] = vision.reshape(3, -1) + start
+        ids[:, np.array(kinds) == 3] = start + np.arange(
+            len(kinds) - (video_count if key == 2 else len(kinds))
+        )
+        parts.append(ids)
+        # The next id: one past the largest of the last run (transformers' last piece).
+        final = kinds[-1]
+        last = len(kinds) - len(list(itertools.takewhile(final.__eq__, reversed(kinds))))
+        start = int(ids[:, last:].max()) + 1
+    return np.concatenate(parts, axis=1) if parts else np.zeros((3, 0), np.int64)
