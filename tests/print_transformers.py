@@ -130,7 +130,12 @@ class Captured(Exception):
 
 
 def attention_of(layer):
-    children = [(name, child) for name, child in layer.named_children() if "Norm" not in type(child).__name__]
+    skipped = ("Norm", "Dropout", "Identity")  # GPT-NeoX's `post_attention_dropout`, ModernBERT's `attn_norm`
+    children = [
+        (name, child)
+        for name, child in layer.named_children()
+        if not any(word in type(child).__name__ for word in skipped)
+    ]
     for words in (("attn", "attention"), ("mixer", "mamba")):
         for name, child in children:
             if any(word in name for word in words):
@@ -173,12 +178,12 @@ def run(module, text, rope, layer, layer_type, batch):
     extra = {"layer_type": label} if "layer_type" in inspect.signature(rope.forward).parameters else {}
     with float64_everywhere():
         try:
-            cos, sin = rope(tokens, ids, **extra)
+            embeddings = rope(tokens, ids, **extra)
             mrope = False
         except Exception:  # M-RoPE: three rows of ids (t, h, w) that differ, so that each section shows
             ids = torch.stack([ids, ids * 2 + 1, ids * 3 + 2])
             ids[:, :, 0] = 0
-            cos, sin = rope(tokens, ids, **extra)
+            embeddings = rope(tokens, ids, **extra)
             mrope = True
     captured = {}
 
@@ -198,9 +203,12 @@ def run(module, text, rope, layer, layer_type, batch):
         arguments = {}
         if "position_embeddings" in accepted:
             labelled = hasattr(layer, "rope_layer_type")  # DeepSeek-V4's: a dict by label
-            arguments["position_embeddings"] = {label: (cos, sin)} if labelled else (cos, sin)
+            # (cos, sin), or Llama 4's and DeepSeek-V2's complex `freqs_cis`, as the module takes it.
+            arguments["position_embeddings"] = {label: embeddings} if labelled else embeddings
         if "position_ids" in accepted:
             arguments["position_ids"] = ids
+        if "shared_kv_states" in accepted:  # Gemma 4's store of the keys its last layers share
+            arguments["shared_kv_states"] = {}
         masks = [None]
         if "attention_mask" in accepted:
             masks = [torch.zeros(batch, 1, len(positions), len(positions), dtype=torch.float64), None]

@@ -128,8 +128,11 @@ def test_the_rotation_is_transformers_attentions(text_type, key):
         else:  # a layer without rotation: the identity
             vector, units = fixed_vectors(dim)
             ours = np.broadcast_to(units @ vector, (positions.shape[-1], 3))
-        if name == "q" and temperature is not None:  # Ministral 3's and Mistral 4's scaled queries
-            ours = ours * keras.ops.convert_to_numpy(attention_temperature(positions, *temperature))[:, None]
+        if name == "q" and temperature is not None:  # Ministral 3's, Mistral 4's and Llama 4's scaled queries
+            # Llama 4 scales by the cache's slots (the printer's tokens sit at slots 0, 1, ...), the
+            # others by the positions.
+            at = np.arange(1, positions.shape[-1] + 1) if text_type == "llama4_text" else positions
+            ours = ours * keras.ops.convert_to_numpy(attention_temperature(at, *temperature))[:, None]
         assert np.abs(ours - np.array(printed[name]["dots"])).max() <= 1e-5, name
 
 
