@@ -180,6 +180,8 @@ def run(module, text, rope, layer, layer_type, batch):
         try:
             embeddings = rope(tokens, ids, **extra)
             mrope = False
+        except KeyError:  # no rope for this layer type (Ergo's and Beam's full layers): the model passes none
+            embeddings, mrope = None, False
         except Exception:  # M-RoPE: three rows of ids (t, h, w) that differ, so that each section shows
             ids = torch.stack([ids, ids * 2 + 1, ids * 3 + 2])
             ids[:, :, 0] = 0
