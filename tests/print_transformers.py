@@ -21,6 +21,7 @@ model is built from its config class's defaults, with random weights.
 """
 
 import contextlib
+import copy
 import importlib
 import inspect
 import json
@@ -140,7 +141,8 @@ def attention_of(layer):
         for name, child in children:
             if any(word in name for word in words):
                 return child
-    return None
+    # RecurrentGemma's `temporal_block`: an attention module by its class.
+    return next((child for _, child in children if "Attention" in type(child).__name__), None)
 
 
 def rotation(module, text, rotary, attention, index, layer_type):
@@ -152,10 +154,14 @@ def rotation(module, text, rotary, attention, index, layer_type):
             rope = type(rotary)(text)
         rope = rope.double()
     torch.manual_seed(0)
-    try:
-        layer = type(attention)(text, index)
-    except TypeError:
-        layer = type(attention)(config=text, layer_idx=index)
+    with float64_everywhere():  # a rotary module inside the attention (RecurrentGemma's) in float64 too
+        try:
+            layer = type(attention)(text, index)
+        except TypeError:
+            try:
+                layer = type(attention)(config=text, layer_idx=index)
+            except TypeError:  # other constructor arguments (Laguna's heads per layer): the model's own
+                layer = copy.deepcopy(attention).to_empty(device="cpu")
     layer = layer.double()
     for parameter in layer.parameters():
         if parameter.dim() == 1:  # norms and per-channel scales: ones, which commute with a rotation
@@ -218,7 +224,8 @@ def run(module, text, rope, layer, layer_type, batch):
             if "attention_mask" in accepted:
                 arguments["attention_mask"] = mask
             try:
-                layer(tokens, **arguments)
+                with float64_everywhere():  # a rotary step inside the module (RecurrentGemma's, Moshi's) too
+                    layer(tokens, **arguments)
             except Captured:
                 break
             except Exception:
