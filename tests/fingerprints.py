@@ -18,6 +18,16 @@ OVERRIDES = {
     # Lists and sizes their defaults leave unset: any valid values compare alike.
     "lfm2_moe": {"layer_types": ["conv", "conv", "full_attention", "conv"] * 8},
     "deepseek_ocr2_text": {"mlp_layer_types": ["dense"] + ["sparse"] * 31},
+    "chameleon": {"vocabulary_map": {"<image>": 8711}},
+    "dots1": {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1},
+    "diffusion_gemma_text": {"num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 64},
+    "qwen4_exp_text": {
+        "indexer_n_heads": 4,
+        "indexer_kv_heads": 1,
+        "indexer_head_dim": 256,
+        "indexer_budget": 2048,
+        "indexer_compress_ratio": 4,
+    },  # fmt: skip
 }
 
 
