@@ -19,6 +19,7 @@ OVERRIDES = {
     "lfm2_moe": {"layer_types": ["conv", "conv", "full_attention", "conv"] * 8},
     "deepseek_ocr2_text": {"mlp_layer_types": ["dense"] + ["sparse"] * 31},
     "chameleon": {"vocabulary_map": {"<image>": 8711}},
+    "qwen3_omni_moe_text": {"head_dim": 128},  # its defaults' 73-wide heads do not rotate
     "dots1": {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1},
     "diffusion_gemma_text": {"num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 64},
     "qwen4_exp_text": {
