@@ -9,7 +9,7 @@ import numpy as np
 ROPE_KEYS = ("partial_rotary_factor",)
 OVERRIDES = {
     "glm4v_text": {"partial_rotary_factor": 0.5},
-    "glm4v_moe_text": {"partial_rotary_factor": 0.5},
+    "glm4v_moe_text": {"partial_rotary_factor": 0.5, "head_dim": 128},
     # Their config classes' defaults leave these None, and their modules cannot be built so.
     "ministral": {"head_dim": 128},
     "hunyuan_v1_dense": {"head_dim": 128},
