@@ -20,6 +20,12 @@ OVERRIDES = {
     "deepseek_ocr2_text": {"mlp_layer_types": ["dense"] + ["sparse"] * 31},
     "chameleon": {"vocabulary_map": {"<image>": 8711}},
     "qwen3_omni_moe_text": {"head_dim": 128},  # its defaults' 73-wide heads do not rotate
+    # Its defaults name no rope for their layer types; a checkpoint's pattern: sliding layers
+    # rotate (by its default M-RoPE sections), full layers have none.
+    "cohere_compass_text": {
+        "layer_types": (["sliding_attention"] * 3 + ["full_attention"]) * 10,
+        "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 50000.0}, "full_attention": None},
+    },
     "dots1": {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1},
     "diffusion_gemma_text": {"num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 64},
     "qwen4_exp_text": {

@@ -14,7 +14,8 @@ For every causal language model of transformers whose text model builds a rotary
 text model type (multimodal models share their language model's), and per distinct attention
 layer (by module class and layer type), the linear map `R(p) R(0)^-1` that positions apply to
 head 0's query and key: read from the attention module itself, run in float64 on a batch of
-random tokens at positions 0 and p (its float32 constants made float64), applied to a fixed
+random tokens at positions 0 and p (its float32 constants made float64; M-RoPE's three rows of
+ids p, 2p + 1 and 3p + 2 where its rotary module takes them), applied to a fixed
 vector and dotted with three fixed unit vectors. Per decoder layer (on the meta device): whether
 it is self-attention, and its attention module's `scaling`. No weights are downloaded: every
 model is built from its config class's defaults, with random weights.
@@ -85,11 +86,20 @@ def text_config(text_type, parents):
         if key in ROPE_KEYS and isinstance(getattr(text, "rope_parameters", None), dict):
             text.rope_parameters[key] = value
         setattr(text, key, value)
+    if text_type == "dbrx":
+        # DbrxAttention stores `attn_config.rope_theta`, which DbrxAttentionConfig no longer has
+        # (its rotation reads `rope_parameters`): the same value, so that the module builds; and
+        # it clamps by `clip_qkv` whether set or not: its checkpoints' 8, which the printer's
+        # small queries and keys stay within.
+        text.attn_config.rope_theta = text.rope_parameters["rope_theta"]
+        text.attn_config.clip_qkv = 8.0
     return text
 
 
 def text_model(text, module):
-    """The text model of `text` (on the meta device) and its list of decoder layers."""
+    """The text model of `text` (on the meta device) and its list of decoder layers: the list of
+    `num_hidden_layers` outside a vision tower, or else (HRM's stacks run in cycles, LongCat-Flash's
+    two attentions per layer) its first list named `layers`, whose plan is not printed."""
     candidates = [
         value
         for value in vars(module).values()
@@ -108,8 +118,16 @@ def text_model(text, module):
                 model = candidate(text)
         except Exception:
             continue
-        for child in model.modules():
-            if isinstance(child, torch.nn.ModuleList) and len(child) == text.num_hidden_layers:
+        lists = [
+            (name, child)
+            for name, child in model.named_modules()
+            if isinstance(child, torch.nn.ModuleList) and not re.search("vision|visual|perceiver", name)
+        ]
+        for name, child in lists:
+            if len(child) == text.num_hidden_layers:
+                return model, child
+        for name, child in lists:
+            if name.split(".")[-1] == "layers":
                 return model, child
     raise RuntimeError("no text model builds from the config class's defaults")
 
@@ -130,6 +148,17 @@ class Captured(Exception):
     pass
 
 
+def takes_mrope_ids(rope, text):
+    """Whether the rotary module takes M-RoPE's three rows of ids: its config's rope parameters
+    (or those of a layer type) name `mrope_section`, or the module keeps one of its own (Cohere
+    Compass's default sections)."""
+    if getattr(rope, "mrope_section", None) is not None:
+        return True
+    parameters = getattr(text, "rope_parameters", None) or {}
+    nested = [value for value in parameters.values() if isinstance(value, dict)]
+    return any("mrope_section" in entry for entry in [parameters, *nested])
+
+
 def attention_of(layer):
     skipped = ("Norm", "Dropout", "Identity")  # GPT-NeoX's `post_attention_dropout`, ModernBERT's `attn_norm`
     children = [
@@ -140,9 +169,13 @@ def attention_of(layer):
     for words in (("attn", "attention"), ("mixer", "mamba")):
         for name, child in children:
             if any(word in name for word in words):
-                return child
-    # RecurrentGemma's `temporal_block`: an attention module by its class.
-    return next((child for _, child in children if "Attention" in type(child).__name__), None)
+                # LongCat-Flash's two attentions of a layer, alike but for their caches' slots.
+                return child[0] if isinstance(child, torch.nn.ModuleList) else child
+    # RecurrentGemma's `temporal_block`: an attention module by its class; DBRX's, inside its norms.
+    found = next((child for _, child in children if "Attention" in type(child).__name__), None)
+    return found or next(
+        (child for child in layer.modules() if re.search("Attention$", type(child).__name__)), None
+    )
 
 
 def rotation(module, text, rotary, attention, index, layer_type):
@@ -162,6 +195,10 @@ def rotation(module, text, rotary, attention, index, layer_type):
                 layer = type(attention)(config=text, layer_idx=index)
             except TypeError:  # other constructor arguments (Laguna's heads per layer): the model's own
                 layer = copy.deepcopy(attention).to_empty(device="cpu")
+                for name, child in list(layer.named_children()):
+                    # A rotary module inside (IDEFICS's): its frequencies, which `to_empty` left unset.
+                    if type(child).__name__.endswith("RotaryEmbedding"):
+                        setattr(layer, name, type(child)(text))
     layer = layer.double()
     for parameter in layer.parameters():
         if parameter.dim() == 1:  # norms and per-channel scales: ones, which commute with a rotation
@@ -182,17 +219,21 @@ def run(module, text, rope, layer, layer_type, batch):
     # its attention modules name, not by the layer type.
     label = getattr(layer, "rope_layer_type", layer_type)
     extra = {"layer_type": label} if "layer_type" in inspect.signature(rope.forward).parameters else {}
+    # M-RoPE: three rows of ids (t, h, w) that differ, so that each section shows.
+    mrope_ids = torch.stack([ids, ids * 2 + 1, ids * 3 + 2])
+    mrope_ids[:, :, 0] = 0
+    mrope = takes_mrope_ids(rope, text)
     with float64_everywhere():
         try:
-            embeddings = rope(tokens, ids, **extra)
-            mrope = False
-        except KeyError:  # no rope for this layer type (Ergo's and Beam's full layers): the model passes none
-            embeddings, mrope = None, False
-        except Exception:  # M-RoPE: three rows of ids (t, h, w) that differ, so that each section shows
-            ids = torch.stack([ids, ids * 2 + 1, ids * 3 + 2])
-            ids[:, :, 0] = 0
-            embeddings = rope(tokens, ids, **extra)
-            mrope = True
+            embeddings = rope(tokens, mrope_ids if mrope else ids, **extra)
+        except (KeyError, AttributeError):
+            # No rope for this layer type (Ergo's and Beam's full layers, Cohere Compass's NoPE
+            # layers): the model passes none.
+            embeddings = None
+        except Exception:  # M-RoPE that its config does not name
+            embeddings, mrope = rope(tokens, mrope_ids, **extra), True
+    if mrope:
+        ids = mrope_ids
     captured = {}
 
     def capture(_, query, key, *args, **kwargs):
@@ -206,6 +247,8 @@ def run(module, text, rope, layer, layer_type, batch):
     }
     for name in patched:
         setattr(module, name, capture)
+    if hasattr(layer, "_attn"):  # GPT-NeoX Japanese's own attention method
+        layer._attn = lambda query, key, *args, **kwargs: capture(None, query, key)
     try:
         accepted = inspect.signature(layer.forward).parameters
         arguments = {}
@@ -271,21 +314,22 @@ def rotations(only=()):
         except Exception as error:
             entry["error"] = f"{type(error).__name__}: {error}"[:200]
             continue
-        rotary = next(
-            (
-                child
-                for name, child in model.named_modules()
-                if type(child).__name__.endswith("RotaryEmbedding") and "vision" not in name.lower()
-            ),
-            None,
-        )
+        rotaries = [
+            child
+            for name, child in model.named_modules()
+            if type(child).__name__.endswith("RotaryEmbedding") and "vision" not in name.lower()
+        ]
+        # The text model's own, built from its config (not Evolla's protein encoder's).
+        rotary = next((child for child in rotaries if getattr(child, "config", None) is text), None)
+        rotary = rotary or next(iter(rotaries), None)
         layer_types = getattr(text, "layer_types", None) or [None] * len(layers)
         entry["rotations"], entry["plan"] = {}, []
         for index, layer in enumerate(layers):
-            mixers = [type(child).__name__ for name, child in layer.named_children()]
             attention = attention_of(layer)
+            mixers = [type(child).__name__ for child in [*layer.children(), attention]]
             self_attention = any(
-                "Attention" in name and not re.search("Linear|Lightning|Delta|Cross", name) for name in mixers
+                re.search("Attention|MLA$", name) and not re.search("Linear|Lightning|Delta|Cross", name)
+                for name in mixers
             ) or hasattr(layer, "shared_transformer")
             scaling = getattr(attention, "scaling", None) if self_attention else None
             entry["plan"].append([self_attention, None if scaling is None else float(scaling)])
@@ -303,6 +347,8 @@ def rotations(only=()):
                     "layer_type": kind,
                     "error": f"{type(error).__name__}: {error}"[:200],
                 }
+        if len(layers) != text.num_hidden_layers:  # not one decoder layer per cache layer
+            del entry["plan"]
         print(
             text_type,
             {key: value.get("error", "ok") for key, value in entry["rotations"].items()},

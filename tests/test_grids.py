@@ -729,6 +729,31 @@ def test_mrope_configs_and_errors():
             layer(x, positions=MROPE_IDS).numpy(), expected(x, positions=MROPE_IDS).numpy()
         )
         assert RotaryEmbedding.from_config(layer.get_config()).get_config() == layer.get_config()
+    # transformers 5.25 lays the sections out by each model's code and reads no
+    # `mrope_interleaved`: Qwen3-VL's keys at the top of its config, without the flag, interleave.
+    flat = {**qwen3_vl["text_config"], "model_type": "qwen3_vl"}
+    flat["rope_scaling"] = {"mrope_section": [24, 20, 20], "rope_type": "default", "mrope_interleaved": False}
+    settings = [
+        {**RotaryEmbedding.from_hf_config(config).get_config(), "name": None} for config in (flat, qwen3_vl)
+    ]
+    assert settings[0] == settings[1] and settings[0]["mrope_interleaved"]
+    # Sections their code defaults to where the config names none (Qwen2.5-VL's [16, 24, 24]).
+    unnamed = {**qwen2_vl, "model_type": "qwen2_5_vl", "rope_scaling": {"rope_type": "default"}}
+    layer = RotaryEmbedding.from_hf_config(unnamed)
+    assert (layer.mrope_section, layer.mrope_interleaved) == ((16, 24, 24), False)
+    # Interleaved sections need not cover the pairs: t takes the rest, as Qwen3-VL's
+    # `recomposition_frequencies` gives it (Qwen4-Exp's defaults: [11, 11, 10] of 128 pairs).
+    wide = RotaryEmbedding.from_hf_config({"model_type": "qwen4_exp_text"}, dtype="float64")
+    assert (wide.mrope_section, wide.mrope_interleaved) == ((11, 11, 10), True)
+    angles = transformers_mrope_angles(MROPE_IDS, [11, 11, 10], wide.max_wavelength, True, head_dim=256)
+    x = np.random.default_rng(7).normal(size=(1, 8, 1, 256))
+    first, second = x[..., :128], x[..., 128:]
+    cos, sin = np.cos(angles)[:, :, None], np.sin(angles)[:, :, None]
+    exact = np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+    assert np.abs(wide(x, positions=MROPE_IDS).numpy() - exact).max() <= 1e-9
+    # Cohere Compass reads its rope per layer type, and its config class names none.
+    with pytest.raises(ValueError, match=r"must have an entry for each of its layer types \['full_attention'\]"):
+        RotaryEmbedding.from_hf_config({"model_type": "cohere_compass"})
     layer = RotaryEmbedding(mrope_section=[16, 24, 20])
     with pytest.raises(ValueError, match=r"`mrope_section` must add up to the 64 rotating feature pairs"):
         layer(np.zeros((1, 8, 128), "float32"))

@@ -26,6 +26,10 @@ DEINTERLEAVED = {
 # Zaya computes queries and keys with a causal convolution over time: tokens at different
 # positions differ before the rotation, which the printer's identical tokens assume they do not.
 NOT_COMPARABLE = {"zaya"}
+# The float64 run of transformers' modules agrees within 1e-11 but where a module's frequencies
+# are float32 whatever it runs in: GPT-J's and CodeGen's `10000 ** (arange(int64) / dim)` (torch's
+# default float dtype), 6.1e-7 off in the dots. Within the 4e-6 the rotation is held to.
+BOUNDS = {"gptj": 4e-6, "codegen": 4e-6}
 # Layers whose attention module rotates when given rows, and whose decoder gives it none
 # (LaraMini's full-attention layers): the rotation is compared, and the plan has none.
 ROWS_WITHHELD = {"lara_mini": "full_attention"}
@@ -138,7 +142,7 @@ def test_the_rotation_is_transformers_attentions(text_type, key):
             # others by the positions.
             at = np.arange(1, positions.shape[-1] + 1) if text_type == "llama4_text" else positions
             ours = ours * keras.ops.convert_to_numpy(attention_temperature(at, *temperature))[:, None]
-        assert np.abs(ours - np.array(printed[name]["dots"])).max() <= 1e-5, name
+        assert np.abs(ours - np.array(printed[name]["dots"])).max() <= BOUNDS.get(text_type, 1e-9), name
 
 
 PLANS = [

@@ -139,7 +139,9 @@ def read(config):
     model_type = _language_model_type(whole, language)
     if model_type is None:
         return language
-    language = {**language, "model_type": language.get("model_type", model_type)}
+    # The language model's type, whose rules apply, also where a multimodal config keeps its
+    # language model's keys at the top level under its own type (Qwen2-VL's 4.x configs).
+    language = {**language, "model_type": model_type}
     for ours, theirs in _hf_defaults.ATTRIBUTE_MAPS.get(model_type, {}).items():
         if language.get(ours) is None and language.get(theirs) is not None:
             language[ours] = language[theirs]  # GPT-J's `n_embd`, Zamba2's `attention_head_dim`, ...
@@ -246,6 +248,13 @@ def _layer_parameters(config, layer_type):
     """The rope parameters of the layers of `layer_type`, as a flat dict."""
     parameters = _rope_parameters(config)
     nested = _nested_layer_types(config, parameters)
+    if not nested and config.get("model_type") in _ROPE_BY_LAYER_TYPE:
+        kinds = sorted(set(layer_types_of(config))) or ["full_attention"]
+        raise ValueError(
+            f"The config's rope parameters must have an entry for each of its layer types {kinds} "
+            f"(model_type={config['model_type']!r} reads them by layer type). Received: "
+            f"rope_parameters={parameters!r}"
+        )
     if nested or "rope_local_base_freq" in config:  # Gemma 3 and 4; Gemma 3 in the 4.x format
         choices = nested or list(_LAYER_TYPES)
         if layer_type not in choices:
@@ -373,7 +382,16 @@ def rotary_arguments(config, layer_type=None):
         "partial_rotary_factor": float(partial),
         "max_position_embeddings": max_positions,
     }
-    if parameters.get("mrope_section") is not None:  # Qwen2-VL, Qwen2.5-VL, Qwen3-VL
+    mrope = _MROPE.get(config.get("model_type"))
+    if mrope is not None:
+        # The section sizes their code defaults to where the config names none, and the way
+        # their code lays the sections out (`mrope_interleaved` in a config is not read).
+        default_section, interleaved = mrope
+        arguments.update(
+            mrope_section=list(parameters.get("mrope_section") or default_section),
+            mrope_interleaved=interleaved,
+        )
+    elif parameters.get("mrope_section") is not None:
         arguments.update(
             mrope_section=list(parameters["mrope_section"]),
             mrope_interleaved=bool(parameters.get("mrope_interleaved", False)),
@@ -469,6 +487,31 @@ _COSINES_WIDTH = (
 )
 # The models whose rotated width is `rotary_dim` features (the first), not a factor.
 _ROTARY_DIM = ("gptj", "codegen")
+# The models whose rotary module reads its rope parameters by layer type only (Cohere
+# Compass's config class defaults to none, which its module cannot build from).
+_ROPE_BY_LAYER_TYPE = ("cohere_compass_text",)
+# The multimodal language models whose rotary module always takes M-RoPE's three rows of ids:
+# the sections their code uses where the config names none, and whether their
+# `recomposition_frequencies` interleaves them (Qwen3-VL's t, h, w, t, h, w, ...) or lays
+# them out one after another (Qwen2-VL's). transformers 5.25 reads no `mrope_interleaved`.
+_MROPE = {
+    "cohere_compass_text": ([24, 20, 20], True),
+    "cosmos3_edge_text": ([24, 20, 20], True),
+    "glm4v_moe_text": ([8, 12, 12], False),
+    "glm4v_text": ([8, 12, 12], False),
+    "glm_ocr_text": ([8, 12, 12], False),
+    "hy_v4_vl_text": ([24, 20, 20], True),
+    "paddleocr_vl_text": ([16, 24, 24], False),
+    "qwen2_5_omni_text": ([16, 24, 24], False),
+    "qwen2_5_vl_text": ([16, 24, 24], False),
+    "qwen2_vl_text": ([16, 24, 24], False),
+    "qwen3_5_moe_text": ([11, 11, 10], True),
+    "qwen3_5_text": ([11, 11, 10], True),
+    "qwen3_omni_moe_text": ([24, 20, 20], True),
+    "qwen3_vl_moe_text": ([24, 20, 20], True),
+    "qwen3_vl_text": ([24, 20, 20], True),
+    "qwen4_exp_text": ([11, 11, 10], True),
+}
 
 
 # Each model type's rules (transformers 5.24's config classes and attention modules); the keys a

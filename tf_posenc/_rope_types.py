@@ -331,7 +331,9 @@ def checked_head(arguments, dim, where):
             f"int({dim} * {partial}) = {width}. Received: partial_rotary_factor={partial} {where}"
         )
     sections = arguments.get("mrope_section")
-    if sections is not None and sum(sections) != width // 2:
+    # Interleaved sections place h and w among the first pairs and give t every other pair, as
+    # Qwen3-VL's code does for any width; contiguous ones split the pairs and must cover them.
+    if sections is not None and not arguments.get("mrope_interleaved") and sum(sections) != width // 2:
         raise ValueError(
             f"`mrope_section` must add up to the {width // 2} rotating feature pairs. Received: "
             f"mrope_section={list(sections)} (sum {sum(sections)}) {where}"

@@ -493,7 +493,8 @@ class RotaryEmbedding(RotaryEmbeddingMixin, SinusoidLayer):
         long_factor: LongRoPE's per-pair divisors past it. Defaults to `None`.
         max_position_embeddings: Optional integer. The model's context (for `"dynamic_ntk"`,
             and for inferring YaRN's and LongRoPE's `scaling_factor`). Defaults to `None`.
-        mrope_section: Optional list of integers adding up to the rotating pairs: multimodal
+        mrope_section: Optional list of integers adding up to the rotating pairs (with
+            `mrope_interleaved`, any three sizes: t takes the pairs h and w leave): multimodal
             RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL), where `positions` of shape
             `(len(mrope_section), batch, seq_len)` give each token one id per axis (t, h, w)
             and section `a` of the pairs turns by the ids of row `a` (see `mrope_axes` and
