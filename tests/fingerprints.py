@@ -20,6 +20,13 @@ OVERRIDES = {
     "deepseek_ocr2_text": {"mlp_layer_types": ["dense"] + ["sparse"] * 31},
     "chameleon": {"vocabulary_map": {"<image>": 8711}},
     "qwen3_omni_moe_text": {"head_dim": 128},  # its defaults' 73-wide heads do not rotate
+    # Hybrids whose defaults have no rotating attention layer: some attention layers, positions on.
+    "bamba": {"attn_layer_indices": list(range(3, 32, 4))},
+    "granitemoehybrid": {
+        "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 8,
+        "position_embedding_type": "rope",
+    },
+    "zamba2": {"use_mem_rope": True},
     # Its defaults name no rope for their layer types; a checkpoint's pattern: sliding layers
     # rotate (by its default M-RoPE sections), full layers have none.
     "cohere_compass_text": {
@@ -95,3 +102,55 @@ def inkling_positions(first):
     queries = first + np.arange(INKLING["q_len"])
     keys = queries[-1] - INKLING["k_len"] + 1 + np.arange(INKLING["k_len"])
     return queries, keys
+
+
+# Configs whose layer types their config classes derive by a rule (`_hf_config._LAYER_TYPE_RULES`):
+# other layer counts, and each key the rule reads at another value than its default.
+LAYER_TYPE_CASES = {
+    "afmoe": [{"num_hidden_layers": 12}, {"num_hidden_layers": 12, "global_attn_every_n_layers": 3}],
+    "axk2": [{"num_hidden_layers": 12}],
+    "bailing_hybrid": [{"num_hidden_layers": 12, "layer_group_size": 3}],
+    "bamba": [{"num_hidden_layers": 12, "attn_layer_indices": [2, 9]}],
+    "beam": [{"num_hidden_layers": 14}],
+    "cohere2_moe": [
+        {"num_hidden_layers": 12, "sliding_window_pattern": 3},
+        {"num_hidden_layers": 12, "first_k_dense_replace": 4, "prefix_dense_sliding_window_pattern": 2},
+    ],
+    "cwm": [{"num_hidden_layers": 12}],
+    "deepseek_v32": [{"num_hidden_layers": 12}],
+    "diffusion_gemma_text": [{"num_hidden_layers": 14}],
+    "ergo": [{"num_hidden_layers": 12, "global_attention_every_n_layers": 3}],
+    "exaone4": [{"num_hidden_layers": 12, "sliding_window_pattern": 3}],
+    "exaone_moe": [{"num_hidden_layers": 12, "sliding_window_pattern": 3}],
+    "falcon_h1": [{"num_hidden_layers": 12}],
+    "flint": [{"num_hidden_layers": 12}],
+    "gemma4_text": [{"num_hidden_layers": 14}],
+    "gemma4_unified_text": [{"num_hidden_layers": 14}],
+    "glm5_next_text": [{"num_hidden_layers": 12}],
+    "glm_moe_dsa": [{"num_hidden_layers": 12}],
+    "granite_swa": [{"num_hidden_layers": 12}],
+    "granitemoe_swa": [{"num_hidden_layers": 12}],
+    "granitemoehybrid": [{"num_hidden_layers": 12}],
+    "hy_v4": [{"num_hidden_layers": 12}],
+    "hy_v4_vl_text": [{"num_hidden_layers": 12}],
+    "kolibri1": [{"num_hidden_layers": 12}],
+    "kolibri1_1": [{"num_hidden_layers": 12}],
+    "lara_mini": [{"num_hidden_layers": 12}],
+    "lfm2": [{"num_hidden_layers": 12}, {"num_hidden_layers": 12, "full_attn_idxs": [2, 5, 8]}],
+    "lfm3": [{"num_hidden_layers": 12}],
+    "mimo_v2_flash": [{"num_hidden_layers": 14}],
+    "minimax": [{"num_hidden_layers": 12}],
+    "ministral": [{"num_hidden_layers": 12}, {"num_hidden_layers": 12, "sliding_window": None}],
+    "modernbert-decoder": [{"num_hidden_layers": 12, "global_attn_every_n_layers": 4}],
+    "muse_glimmer_text": [{"num_hidden_layers": 14}],
+    "muse_spark_text": [{"num_hidden_layers": 14}],
+    "olmo3": [{"num_hidden_layers": 12}],
+    "olmo_hybrid": [{"num_hidden_layers": 12}, {"num_hidden_layers": 2}],
+    "qwen3_5_moe_text": [{"num_hidden_layers": 12, "full_attention_interval": 3}],
+    "qwen3_5_text": [{"num_hidden_layers": 12, "full_attention_interval": 3}],
+    "qwen3_next": [{"num_hidden_layers": 12, "full_attention_interval": 3}],
+    "qwen4_exp_text": [{"num_hidden_layers": 12, "full_attention_interval": 3}],
+    "recurrent_gemma": [{"num_hidden_layers": 12, "block_types": ["recurrent", "attention"]}],
+    "vaultgemma": [{"num_hidden_layers": 12}],
+    "zaya": [{"num_hidden_layers": 12}],
+}

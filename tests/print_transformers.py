@@ -9,6 +9,8 @@ the test environment), from the repository's root:
     python tests/print_transformers.py inkling     # adds Inkling 2's bias and log scale to the json
     python tests/print_transformers.py deepseek_v4_output  # adds DeepSeek-V4's inverse rotation
     python tests/print_transformers.py omni        # adds the Omni models' get_rope_index
+    python tests/print_transformers.py float32_rows  # adds the rotary modules' float32 rows
+    python tests/print_transformers.py layer_types  # adds the layer types config classes derive
 
 For every causal language model of transformers whose text model builds a rotary module, its
 text model type (multimodal models share their language model's), and per distinct attention
@@ -34,7 +36,15 @@ import warnings
 import numpy as np
 import torch
 import transformers
-from fingerprints import INKLING, OVERRIDES, ROPE_KEYS, fixed_vectors, inkling_positions, inkling_weights
+from fingerprints import (
+    INKLING,
+    LAYER_TYPE_CASES,
+    OVERRIDES,
+    ROPE_KEYS,
+    fixed_vectors,
+    inkling_positions,
+    inkling_weights,
+)
 from transformers import AutoConfig, PreTrainedModel
 from transformers.models.auto import modeling_auto
 
@@ -160,6 +170,8 @@ def takes_mrope_ids(rope, text):
 
 
 def attention_of(layer):
+    if hasattr(layer, "shared_transformer"):  # Zamba2's hybrid layers: a shared attention block
+        return layer.shared_transformer.self_attn
     skipped = ("Norm", "Dropout", "Identity")  # GPT-NeoX's `post_attention_dropout`, ModernBERT's `attn_norm`
     children = [
         (name, child)
@@ -213,7 +225,9 @@ def run(module, text, rope, layer, layer_type, batch):
     limit = getattr(text, "max_position_embeddings", None) or 2**31
     positions = [min(position, int(limit) - 1) for position in POSITIONS]
     # One random token per example, at every position: only the positions differ.
-    tokens = torch.randn(batch, 1, text.hidden_size, dtype=torch.float64).expand(-1, len(positions), -1)
+    # Zamba2's shared attention reads the hidden states and the embeddings side by side.
+    width = getattr(getattr(layer, "q_proj", None), "in_features", text.hidden_size)
+    tokens = torch.randn(batch, 1, width, dtype=torch.float64).expand(-1, len(positions), -1)
     ids = torch.tensor(positions).expand(batch, -1)
     # DeepSeek-V4's rotary modules are keyed by their rope's label ("main", "compress"), which
     # its attention modules name, not by the layer type.
@@ -258,6 +272,8 @@ def run(module, text, rope, layer, layer_type, batch):
             arguments["position_embeddings"] = {label: embeddings} if labelled else embeddings
         if "position_ids" in accepted:
             arguments["position_ids"] = ids
+        if "layer_idx" in accepted:  # Zamba2's shared attention, told which layer calls it
+            arguments["layer_idx"] = layer.layer_idx
         if "shared_kv_states" in accepted:  # Gemma 4's store of the keys its last layers share
             arguments["shared_kv_states"] = {}
         masks = [None]
@@ -627,6 +643,105 @@ def omni():
     PRINTED.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
 
 
+def layer_types():
+    """Adds to tests/transformers_5_25.json the layer types the config classes derive for the
+    configs of `fingerprints.LAYER_TYPE_CASES`, as `AutoConfig.for_model(model_type, **case)`
+    gives them."""
+    stored = json.loads(PRINTED.read_text())
+    printed = {}
+    for model_type, cases in LAYER_TYPE_CASES.items():
+        for case in cases:
+            config = AutoConfig.for_model(model_type, **case)
+            kinds = getattr(config, "layer_types", None) or getattr(config, "layers_block_type")
+            printed.setdefault(model_type, []).append([case, list(kinds)])
+            print(model_type, case, kinds, flush=True)
+    stored["layer_types"] = {"source": f"transformers {transformers.__version__}", **printed}
+    PRINTED.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
+
+
+def distinct(row):
+    """A row of transformers' cosines or sines, one value per rotating pair: the first half of
+    `[c, c]`, the even entries of `[c0, c0, c1, c1, ...]`, or the row itself (a complex
+    module's)."""
+    half = len(row) // 2
+    if len(row) % 2 == 0 and np.array_equal(row[:half], row[half:]):
+        return row[:half]
+    if len(row) % 2 == 0 and np.array_equal(row[0::2], row[1::2]):
+        return row[0::2]
+    return row
+
+
+def float32_rows():
+    """Adds to tests/transformers_5_25.json, per text model type and rotation the json holds,
+    the rows of transformers' rotary module as it runs by default, in float32, at positions 0 to
+    63 (M-RoPE: the rows p, 2p + 1 and 3p + 2 modulo 64): each pair's cosine and
+    sine at position 63, and the largest difference over positions 0-63 between these float32
+    rows and the same module's rows run in float64."""
+    stored = json.loads(PRINTED.read_text())
+    stored.pop("float32_rows", None)
+    found = rotary_text_models()
+    printed = {}
+    for text_type, entry in sorted(stored["types"].items()):
+        rotations_ = {key: value for key, value in entry.get("rotations", {}).items() if "error" not in value}
+        if not rotations_ or text_type not in found:
+            continue
+        parents, module_name = found[text_type]
+        text = text_config(text_type, parents)
+        model, layers = text_model(text, importlib.import_module(module_name))
+        rotaries = [
+            child
+            for name, child in model.named_modules()
+            if type(child).__name__.endswith("RotaryEmbedding") and "vision" not in name.lower()
+        ]
+        rotary = next((child for child in rotaries if getattr(child, "config", None) is text), None)
+        rotary = rotary or next(iter(rotaries), None)
+        if rotary is None:
+            continue
+        layer_types = getattr(text, "layer_types", None) or [None] * len(layers)
+        for key, value in rotations_.items():
+            kind = value["layer_type"]
+            index = layer_types.index(kind) if kind in layer_types else 0
+            label = getattr(attention_of(layers[index]), "rope_layer_type", kind)
+            results = []
+            for wide in (False, True):
+                context = float64_everywhere() if wide else contextlib.nullcontext()
+                with context:
+                    try:
+                        rope = type(rotary)(config=text)
+                    except TypeError:
+                        rope = type(rotary)(text)
+                    if wide:
+                        rope = rope.double()
+                    ids = torch.arange(64)[None]
+                    if value["mrope"]:  # three different rows, every id within 0-63
+                        ids = torch.stack([ids, (ids * 2 + 1) % 64, (ids * 3 + 2) % 64])
+                    extra = {"layer_type": label} if "layer_type" in inspect.signature(rope.forward).parameters else {}
+                    tokens = torch.zeros(1, 64, text.hidden_size, dtype=torch.float64 if wide else torch.float32)
+                    try:
+                        embeddings = rope(tokens, ids, **extra)
+                    except (KeyError, AttributeError):  # no rope for this layer type
+                        break
+                if torch.is_tensor(embeddings) and embeddings.is_complex():  # Llama 4's `freqs_cis`
+                    embeddings = (embeddings.real, embeddings.imag)
+                cos, sin = (np.asarray(rows.detach().numpy()[0], np.float64) for rows in embeddings[:2])
+                if not cos[0].any():  # GPT-J's and CodeGen's modules return (sin, cos)
+                    cos, sin = sin, cos
+                results.append((cos, sin))
+            if len(results) < 2:
+                continue
+            (cos32, sin32), (cos64, sin64) = results
+            error = max(np.abs(cos32 - cos64).max(), np.abs(sin32 - sin64).max())
+            printed.setdefault(text_type, {})[key] = {
+                # float32 values in their shortest decimal form
+                "cos_63": [float(str(np.float32(value))) for value in distinct(cos32[63])],
+                "sin_63": [float(str(np.float32(value))) for value in distinct(sin32[63])],
+                "error_0_63": float(error),
+            }
+        print(text_type, {key: value["error_0_63"] for key, value in printed.get(text_type, {}).items()}, flush=True)
+    stored["float32_rows"] = {"source": f"transformers {transformers.__version__}, torch {torch.__version__}", **printed}
+    PRINTED.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "rotations":
         rotations(sys.argv[2:])
@@ -637,5 +752,7 @@ if __name__ == "__main__":
             "inkling": inkling,
             "deepseek_v4_output": deepseek_v4_output,
             "omni": omni,
+            "float32_rows": float32_rows,
+            "layer_types": layer_types,
         }
         verbs[sys.argv[1]]()

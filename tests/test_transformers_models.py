@@ -145,6 +145,94 @@ def test_the_rotation_is_transformers_attentions(text_type, key):
         assert np.abs(ours - np.array(printed[name]["dots"])).max() <= BOUNDS.get(text_type, 1e-9), name
 
 
+FLOAT32_ROWS = [
+    (text_type, key)
+    for text_type, entries in sorted(PRINTED["float32_rows"].items())
+    if text_type != "source" and text_type not in _hf_config.MECHANISMS
+    for key in entries
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "text_type, key", FLOAT32_ROWS, ids=[f"{t}-{k.split(':')[1]}" for t, k in FLOAT32_ROWS]
+)
+def test_the_float32_rows_are_transformers_float32_rows(text_type, key):
+    # Each rope's float32 rows against transformers' rotary module run as it ships, in float32,
+    # at positions 0-63 (M-RoPE: three different rows of ids within 0-63): printed at 63, the
+    # largest angle, and over 0-63 by its float32 rows' printed distance from its float64 rows,
+    # which ours equal (`test_the_rotation_is_transformers_attentions`).
+    printed = PRINTED["float32_rows"][text_type][key]
+    layer_type = TYPES[text_type]["rotations"][key]["layer_type"]
+    config = config_of(text_type)
+    read = _hf_config.read(config)
+    if layer_type not in _hf_config._nested_layer_types(read, _hf_config._rope_parameters(read)):
+        layer_type = None
+    rope = RotaryEmbedding.from_hf_config(config, layer_type=layer_type)
+    # Op by op: the ops a compiled eager call runs, without tracing one per configuration.
+    rope._compiled_in_eager_calls = lambda: False
+    # The head the module rotates, as the attention module has it (Gemma 4's global heads), or
+    # the rotating part of a latent head.
+    dim = TYPES[text_type]["rotations"][key]["q"]["dim"]
+    if read.get("qk_rope_head_dim"):
+        dim = read["qk_rope_head_dim"]
+    positions = np.arange(64)
+    if TYPES[text_type]["rotations"][key]["mrope"]:
+        positions = np.stack([positions, (positions * 2 + 1) % 64, (positions * 3 + 2) % 64])
+    given = positions[:, None, :] if positions.ndim == 2 else positions
+    cos, sin = (
+        keras.ops.convert_to_numpy(rows)[0].astype(np.float64)
+        for rows in rope.rows(np.zeros((1, 64, 1, dim), "float32"), positions=given)
+    )
+    width = cos.shape[-1]
+    pairs = slice(0, width // 2) if rope.layout == "half" else slice(0, width, 2)
+    assert np.abs(cos[63, pairs] - printed["cos_63"]).max() <= 1e-5
+    assert np.abs(sin[63, pairs] - printed["sin_63"]).max() <= 1e-5
+    # Over 0-63: ours within the float32 row bound of the exact rows, transformers' float32 rows
+    # within their printed distance of them.
+    frequencies = rope.frequencies(dim)
+    if rope.mrope_section is not None:
+        angles = positions[rope.mrope_axes(len(frequencies))].T * frequencies
+    else:
+        angles = positions[:, None] * frequencies
+    ours = max(
+        np.abs(cos[:, pairs] - np.cos(angles) * rope.attention_scaling).max(),
+        np.abs(sin[:, pairs] - np.sin(angles) * rope.attention_scaling).max(),
+    )
+    assert ours <= row_error_bound("float32") * max(1.0, rope.attention_scaling)
+    assert ours + printed["error_0_63"] <= 1e-5
+
+
+LAYER_TYPE_CASES = [
+    (model_type, case, kinds)
+    for model_type, cases in PRINTED["layer_types"].items()
+    if model_type != "source"
+    for case, kinds in cases
+]
+
+
+@pytest.mark.parametrize(
+    "model_type, case, kinds",
+    LAYER_TYPE_CASES,
+    ids=[f"{t}-{'-'.join(f'{k}={v}' for k, v in c.items())}" for t, c, _ in LAYER_TYPE_CASES],
+)
+def test_layer_types_are_derived_as_the_config_class_derives_them(model_type, case, kinds):
+    # Other layer counts and other values of the keys each class's rule reads (Bamba's
+    # `attn_layer_indices`, Qwen3-Next's `full_attention_interval`, ...), against what the config
+    # class derives (printed).
+    read = _hf_config.read({"model_type": model_type, **case})
+    assert _hf_config.layer_types_of(read) == kinds
+
+
+def test_a_layer_type_rule_refuses_an_interval_that_is_not_positive():
+    config = {"model_type": "qwen3_next", "full_attention_interval": 0}
+    with pytest.raises(ValueError, match=r"`full_attention_interval` must be a positive integer. Received: "):
+        hf_attention_layers(config)
+    # A derived hybrid's attention layers rotate, its linear ones have no positions (Bamba-9B's).
+    plan = hf_attention_layers({"model_type": "bamba", "attn_layer_indices": [9, 18, 27]})
+    assert [index for index, entry in enumerate(plan) if entry.rope is not None] == [9, 18, 27]
+
+
 PLANS = [
     text_type
     for text_type, entry in sorted(TYPES.items())

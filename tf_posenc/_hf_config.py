@@ -240,8 +240,11 @@ def _nested_layer_types(config, parameters):
     by their labels, which name them too)."""
     labels = _ROPE_LABELS.get(config.get("model_type"), {})
     layer_types = (*_LAYER_TYPES, *(config.get("layer_types") or ()))
-    nested = [key for key in parameters if key in layer_types or key in labels.values()]
-    return nested + [kind for kind, label in labels.items() if label in parameters]
+    if _is_nested(parameters):  # every key a layer type (Zaya's "hybrid", derived by its class)
+        nested = list(parameters)
+    else:
+        nested = [key for key in parameters if key in layer_types or key in labels.values()]
+    return nested + [kind for kind, label in labels.items() if label in parameters and kind not in nested]
 
 
 def _layer_parameters(config, layer_type):
@@ -635,11 +638,137 @@ def _sliding_window(config):
     return window
 
 
+def _every(interval, other, then):
+    """Layer `i` is `then` on every `interval`-th layer (counting from 1), `other` elsewhere."""
+    return lambda i, n, keys: then if (i + 1) % keys[interval] == 0 else other
+
+
+def _last_layer_full(rule):
+    """`rule`, with the last layer full attention (Gemma 4's, DiffusionGemma's and Beam's
+    classes force it)."""
+    return lambda i, n, keys: "full_attention" if i == n - 1 else rule(i, n, keys)
+
+
+def _cohere2_moe(i, n, keys):
+    dense = keys["first_k_dense_replace"]
+    if i < dense:
+        return "sliding_attention" if (i + 1) % keys["prefix_dense_sliding_window_pattern"] else "full_attention"
+    return "sliding_attention" if (i - dense + 1) % keys["sliding_window_pattern"] else "full_attention"
+
+
+def _muse(i, n, keys):
+    return "full_attention" if (n - 1 - i) % 4 == 0 else "sliding_attention"
+
+
+# How a config class derives `layer_types` where a config omits them (transformers 5.25): the
+# keys the rule reads, with the class's defaults, and the type of layer `i` of `n`. Counts and
+# keys other than the defaults follow the rule, as the class follows it.
+_LAYER_TYPE_RULES = {
+    "afmoe": ({"global_attn_every_n_layers": 4}, _every("global_attn_every_n_layers", "sliding_attention", "full_attention")),
+    "axk2": ({}, lambda i, n, keys: "indexed_attention"),
+    "bailing_hybrid": ({"layer_group_size": 6}, _every("layer_group_size", "linear_attention", "full_attention")),
+    "bamba": (
+        {"attn_layer_indices": None},
+        lambda i, n, keys: "full_attention" if i in (keys["attn_layer_indices"] or ()) else "linear_attention",
+    ),
+    "beam": ({}, _last_layer_full(lambda i, n, keys: "sliding_attention" if (i + 1) % 6 else "full_attention")),
+    "cohere2_moe": (
+        {"sliding_window_pattern": 4, "prefix_dense_sliding_window_pattern": 1, "first_k_dense_replace": 0},
+        _cohere2_moe,
+    ),
+    "cwm": ({}, lambda i, n, keys: "sliding_attention" if i % 4 else "full_attention"),
+    "deepseek_v32": ({}, lambda i, n, keys: "indexed_attention"),
+    "diffusion_gemma_text": (
+        {}, _last_layer_full(lambda i, n, keys: "sliding_attention" if (i + 1) % 6 else "full_attention")
+    ),
+    "ergo": (
+        {"global_attention_every_n_layers": 4},
+        _every("global_attention_every_n_layers", "sliding_attention", "full_attention"),
+    ),
+    "exaone4": ({"sliding_window_pattern": 4}, _every("sliding_window_pattern", "sliding_attention", "full_attention")),
+    "exaone_moe": ({"sliding_window_pattern": 4}, _every("sliding_window_pattern", "sliding_attention", "full_attention")),
+    "falcon_h1": ({}, lambda i, n, keys: "hybrid"),
+    "flint": (
+        {}, lambda i, n, keys: "full_attention" if i < 2 or i % 4 == 1 or i == n - 1 else "sliding_attention"
+    ),
+    "gemma4_text": ({}, _last_layer_full(lambda i, n, keys: "sliding_attention" if (i + 1) % 6 else "full_attention")),
+    "gemma4_unified_text": (
+        {}, _last_layer_full(lambda i, n, keys: "sliding_attention" if (i + 1) % 6 else "full_attention")
+    ),
+    "glm5_next_text": ({}, lambda i, n, keys: "indexed_attention" if i % 4 == 3 else "linear_attention"),
+    "glm_moe_dsa": ({}, lambda i, n, keys: "indexed_attention"),
+    "granite_swa": ({}, lambda i, n, keys: "sliding_attention" if i % 4 else "full_attention"),
+    "granitemoe_swa": ({}, lambda i, n, keys: "sliding_attention" if i % 4 else "full_attention"),
+    "granitemoehybrid": ({}, lambda i, n, keys: "linear_attention"),
+    "hy_v4": ({}, lambda i, n, keys: "indexed_attention"),
+    "hy_v4_vl_text": ({}, lambda i, n, keys: "indexed_attention"),
+    "kolibri1": ({}, lambda i, n, keys: "full_attention" if (i + 1) % 5 == 0 else "sliding_attention"),
+    "kolibri1_1": ({}, lambda i, n, keys: "indexed_attention" if (i + 1) % 5 == 0 else "sliding_attention"),
+    "lara_mini": ({}, lambda i, n, keys: ("linear_attention", "sliding_attention", "linear_attention", "full_attention", "sliding_attention")[i % 5]),
+    "lfm2": (
+        {"full_attn_idxs": None},
+        lambda i, n, keys: "full_attention" if keys["full_attn_idxs"] is None or i in keys["full_attn_idxs"] else "conv",
+    ),
+    "lfm3": (
+        {},
+        lambda i, n, keys: "full_attention" if i % 4 == 2 else "sliding_attention" if i % 4 == 0 and i > 0 else "conv",
+    ),
+    "mimo_v2_flash": ({}, lambda i, n, keys: "full_attention" if i == 0 or (i + 1) % 6 == 0 else "sliding_attention"),
+    "minimax": ({}, lambda i, n, keys: "full_attention" if (i + 1) % 2 else "linear_attention"),
+    "ministral": (
+        {"sliding_window": 4096},
+        lambda i, n, keys: "full_attention" if keys["sliding_window"] is None else "sliding_attention",
+    ),
+    "modernbert-decoder": (
+        {"global_attn_every_n_layers": 3},
+        lambda i, n, keys: "sliding_attention" if i % keys["global_attn_every_n_layers"] else "full_attention",
+    ),
+    "muse_glimmer_text": ({}, _muse),
+    "muse_spark_text": ({}, _muse),
+    "olmo3": ({}, lambda i, n, keys: "sliding_attention" if (i + 1) % 4 else "full_attention"),
+    "olmo_hybrid": (
+        {}, lambda i, n, keys: "full_attention" if i % 4 == 3 or (n < 4 and i == n - 1) else "linear_attention"
+    ),
+    "qwen3_5_moe_text": ({"full_attention_interval": 4}, _every("full_attention_interval", "linear_attention", "full_attention")),
+    "qwen3_5_text": ({"full_attention_interval": 4}, _every("full_attention_interval", "linear_attention", "full_attention")),
+    "qwen3_next": ({"full_attention_interval": 4}, _every("full_attention_interval", "linear_attention", "full_attention")),
+    "qwen4_exp_text": (
+        {"full_attention_interval": 4}, _every("full_attention_interval", "linear_attention", "indexed_attention")
+    ),
+    "recurrent_gemma": (
+        {"block_types": ("recurrent", "recurrent", "attention")},
+        lambda i, n, keys: "linear_attention"
+        if keys["block_types"][i % len(keys["block_types"])] == "recurrent"
+        else "sliding_attention",
+    ),
+    "vaultgemma": ({}, lambda i, n, keys: "sliding_attention" if (i + 1) % 2 else "full_attention"),
+    "zaya": ({}, lambda i, n, keys: "hybrid"),
+}  # fmt: skip
+
+
+def _derived_layer_types(config):
+    """The layer types `config`'s class derives by its rule, or None for a class without one."""
+    model_type = config.get("model_type")
+    if model_type not in _LAYER_TYPE_RULES:
+        return None
+    defaults, rule = _LAYER_TYPE_RULES[model_type]
+    keys = {key: config.get(key, default) for key, default in defaults.items()}
+    for key, value in keys.items():
+        if key.endswith(("interval", "n_layers", "pattern", "size")) and not (
+            isinstance(value, int) and value > 0
+        ):
+            raise ValueError(f"`{key}` must be a positive integer. Received: {key}={value!r}")
+    layers = _count(config)
+    return [rule(index, layers, keys) for index in range(layers)]
+
+
 def layer_types_of(config):
     """Each decoder layer's attention type: `layer_types`, or the default its model's config
     class derives; empty for a config that gives neither a list nor its number of layers."""
     listed = config.get("layer_types")
     model_type = config.get("model_type")
+    if listed is None and config.get("num_hidden_layers") is not None:
+        listed = _derived_layer_types(config)
     derived = _hf_defaults.default_layer_types(model_type)
     if listed is None and derived is not None:
         if config.get("num_hidden_layers") not in (None, len(derived)):
