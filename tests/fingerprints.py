@@ -31,7 +31,10 @@ OVERRIDES = {
     # rotate (by its default M-RoPE sections), full layers have none.
     "cohere_compass_text": {
         "layer_types": (["sliding_attention"] * 3 + ["full_attention"]) * 10,
-        "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 50000.0}, "full_attention": None},
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 50000.0},
+            "full_attention": None,
+        },
     },
     "dots1": {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1},
     "diffusion_gemma_text": {"num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 64},

@@ -133,7 +133,7 @@ def text_model(text, module):
             for name, child in model.named_modules()
             if isinstance(child, torch.nn.ModuleList) and not re.search("vision|visual|perceiver", name)
         ]
-        for name, child in lists:
+        for _, child in lists:
             if len(child) == text.num_hidden_layers:
                 return model, child
         for name, child in lists:
@@ -152,6 +152,18 @@ def float64_everywhere():
         yield
     finally:
         torch.float, torch.float32, torch.Tensor.float = saved
+
+
+def text_rotary(model, text):
+    """The text model's rotary module: the one built from its config (not Evolla's protein
+    encoder's), else the first outside a vision tower, or None."""
+    rotaries = [
+        child
+        for name, child in model.named_modules()
+        if type(child).__name__.endswith("RotaryEmbedding") and "vision" not in name.lower()
+    ]
+    own = next((child for child in rotaries if getattr(child, "config", None) is text), None)
+    return own or next(iter(rotaries), None)
 
 
 class Captured(Exception):
@@ -330,14 +342,7 @@ def rotations(only=()):
         except Exception as error:
             entry["error"] = f"{type(error).__name__}: {error}"[:200]
             continue
-        rotaries = [
-            child
-            for name, child in model.named_modules()
-            if type(child).__name__.endswith("RotaryEmbedding") and "vision" not in name.lower()
-        ]
-        # The text model's own, built from its config (not Evolla's protein encoder's).
-        rotary = next((child for child in rotaries if getattr(child, "config", None) is text), None)
-        rotary = rotary or next(iter(rotaries), None)
+        rotary = text_rotary(model, text)
         layer_types = getattr(text, "layer_types", None) or [None] * len(layers)
         entry["rotations"], entry["plan"] = {}, []
         for index, layer in enumerate(layers):
@@ -652,7 +657,7 @@ def layer_types():
     for model_type, cases in LAYER_TYPE_CASES.items():
         for case in cases:
             config = AutoConfig.for_model(model_type, **case)
-            kinds = getattr(config, "layer_types", None) or getattr(config, "layers_block_type")
+            kinds = getattr(config, "layer_types", None) or config.layers_block_type
             printed.setdefault(model_type, []).append([case, list(kinds)])
             print(model_type, case, kinds, flush=True)
     stored["layer_types"] = {"source": f"transformers {transformers.__version__}", **printed}
@@ -688,13 +693,7 @@ def float32_rows():
         parents, module_name = found[text_type]
         text = text_config(text_type, parents)
         model, layers = text_model(text, importlib.import_module(module_name))
-        rotaries = [
-            child
-            for name, child in model.named_modules()
-            if type(child).__name__.endswith("RotaryEmbedding") and "vision" not in name.lower()
-        ]
-        rotary = next((child for child in rotaries if getattr(child, "config", None) is text), None)
-        rotary = rotary or next(iter(rotaries), None)
+        rotary = text_rotary(model, text)
         if rotary is None:
             continue
         layer_types = getattr(text, "layer_types", None) or [None] * len(layers)
@@ -715,8 +714,14 @@ def float32_rows():
                     ids = torch.arange(64)[None]
                     if value["mrope"]:  # three different rows, every id within 0-63
                         ids = torch.stack([ids, (ids * 2 + 1) % 64, (ids * 3 + 2) % 64])
-                    extra = {"layer_type": label} if "layer_type" in inspect.signature(rope.forward).parameters else {}
-                    tokens = torch.zeros(1, 64, text.hidden_size, dtype=torch.float64 if wide else torch.float32)
+                    extra = (
+                        {"layer_type": label}
+                        if "layer_type" in inspect.signature(rope.forward).parameters
+                        else {}
+                    )
+                    tokens = torch.zeros(
+                        1, 64, text.hidden_size, dtype=torch.float64 if wide else torch.float32
+                    )
                     try:
                         embeddings = rope(tokens, ids, **extra)
                     except (KeyError, AttributeError):  # no rope for this layer type
@@ -737,8 +742,15 @@ def float32_rows():
                 "sin_63": [float(str(np.float32(value))) for value in distinct(sin32[63])],
                 "error_0_63": float(error),
             }
-        print(text_type, {key: value["error_0_63"] for key, value in printed.get(text_type, {}).items()}, flush=True)
-    stored["float32_rows"] = {"source": f"transformers {transformers.__version__}, torch {torch.__version__}", **printed}
+        print(
+            text_type,
+            {key: value["error_0_63"] for key, value in printed.get(text_type, {}).items()},
+            flush=True,
+        )
+    stored["float32_rows"] = {
+        "source": f"transformers {transformers.__version__}, torch {torch.__version__}",
+        **printed,
+    }
     PRINTED.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
 
 

@@ -752,7 +752,9 @@ def test_mrope_configs_and_errors():
     exact = np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
     assert np.abs(wide(x, positions=MROPE_IDS).numpy() - exact).max() <= 1e-9
     # Cohere Compass reads its rope per layer type, and its config class names none.
-    with pytest.raises(ValueError, match=r"must have an entry for each of its layer types \['full_attention'\]"):
+    with pytest.raises(
+        ValueError, match=r"must have an entry for each of its layer types \['full_attention'\]"
+    ):
         RotaryEmbedding.from_hf_config({"model_type": "cohere_compass"})
     layer = RotaryEmbedding(mrope_section=[16, 24, 20])
     with pytest.raises(ValueError, match=r"`mrope_section` must add up to the 64 rotating feature pairs"):

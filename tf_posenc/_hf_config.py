@@ -652,7 +652,9 @@ def _last_layer_full(rule):
 def _cohere2_moe(i, n, keys):
     dense = keys["first_k_dense_replace"]
     if i < dense:
-        return "sliding_attention" if (i + 1) % keys["prefix_dense_sliding_window_pattern"] else "full_attention"
+        return (
+            "sliding_attention" if (i + 1) % keys["prefix_dense_sliding_window_pattern"] else "full_attention"
+        )
     return "sliding_attention" if (i - dense + 1) % keys["sliding_window_pattern"] else "full_attention"
 
 
@@ -664,14 +666,25 @@ def _muse(i, n, keys):
 # keys the rule reads, with the class's defaults, and the type of layer `i` of `n`. Counts and
 # keys other than the defaults follow the rule, as the class follows it.
 _LAYER_TYPE_RULES = {
-    "afmoe": ({"global_attn_every_n_layers": 4}, _every("global_attn_every_n_layers", "sliding_attention", "full_attention")),
+    "afmoe": (
+        {"global_attn_every_n_layers": 4},
+        _every("global_attn_every_n_layers", "sliding_attention", "full_attention"),
+    ),
     "axk2": ({}, lambda i, n, keys: "indexed_attention"),
-    "bailing_hybrid": ({"layer_group_size": 6}, _every("layer_group_size", "linear_attention", "full_attention")),
+    "bailing_hybrid": (
+        {"layer_group_size": 6},
+        _every("layer_group_size", "linear_attention", "full_attention"),
+    ),
     "bamba": (
         {"attn_layer_indices": None},
-        lambda i, n, keys: "full_attention" if i in (keys["attn_layer_indices"] or ()) else "linear_attention",
+        lambda i, n, keys: (
+            "full_attention" if i in (keys["attn_layer_indices"] or ()) else "linear_attention"
+        ),
     ),
-    "beam": ({}, _last_layer_full(lambda i, n, keys: "sliding_attention" if (i + 1) % 6 else "full_attention")),
+    "beam": (
+        {},
+        _last_layer_full(lambda i, n, keys: "sliding_attention" if (i + 1) % 6 else "full_attention"),
+    ),
     "cohere2_moe": (
         {"sliding_window_pattern": 4, "prefix_dense_sliding_window_pattern": 1, "first_k_dense_replace": 0},
         _cohere2_moe,
@@ -679,21 +692,33 @@ _LAYER_TYPE_RULES = {
     "cwm": ({}, lambda i, n, keys: "sliding_attention" if i % 4 else "full_attention"),
     "deepseek_v32": ({}, lambda i, n, keys: "indexed_attention"),
     "diffusion_gemma_text": (
-        {}, _last_layer_full(lambda i, n, keys: "sliding_attention" if (i + 1) % 6 else "full_attention")
+        {},
+        _last_layer_full(lambda i, n, keys: "sliding_attention" if (i + 1) % 6 else "full_attention"),
     ),
     "ergo": (
         {"global_attention_every_n_layers": 4},
         _every("global_attention_every_n_layers", "sliding_attention", "full_attention"),
     ),
-    "exaone4": ({"sliding_window_pattern": 4}, _every("sliding_window_pattern", "sliding_attention", "full_attention")),
-    "exaone_moe": ({"sliding_window_pattern": 4}, _every("sliding_window_pattern", "sliding_attention", "full_attention")),
+    "exaone4": (
+        {"sliding_window_pattern": 4},
+        _every("sliding_window_pattern", "sliding_attention", "full_attention"),
+    ),
+    "exaone_moe": (
+        {"sliding_window_pattern": 4},
+        _every("sliding_window_pattern", "sliding_attention", "full_attention"),
+    ),
     "falcon_h1": ({}, lambda i, n, keys: "hybrid"),
     "flint": (
-        {}, lambda i, n, keys: "full_attention" if i < 2 or i % 4 == 1 or i == n - 1 else "sliding_attention"
+        {},
+        lambda i, n, keys: "full_attention" if i < 2 or i % 4 == 1 or i == n - 1 else "sliding_attention",
     ),
-    "gemma4_text": ({}, _last_layer_full(lambda i, n, keys: "sliding_attention" if (i + 1) % 6 else "full_attention")),
+    "gemma4_text": (
+        {},
+        _last_layer_full(lambda i, n, keys: "sliding_attention" if (i + 1) % 6 else "full_attention"),
+    ),
     "gemma4_unified_text": (
-        {}, _last_layer_full(lambda i, n, keys: "sliding_attention" if (i + 1) % 6 else "full_attention")
+        {},
+        _last_layer_full(lambda i, n, keys: "sliding_attention" if (i + 1) % 6 else "full_attention"),
     ),
     "glm5_next_text": ({}, lambda i, n, keys: "indexed_attention" if i % 4 == 3 else "linear_attention"),
     "glm_moe_dsa": ({}, lambda i, n, keys: "indexed_attention"),
@@ -704,16 +729,32 @@ _LAYER_TYPE_RULES = {
     "hy_v4_vl_text": ({}, lambda i, n, keys: "indexed_attention"),
     "kolibri1": ({}, lambda i, n, keys: "full_attention" if (i + 1) % 5 == 0 else "sliding_attention"),
     "kolibri1_1": ({}, lambda i, n, keys: "indexed_attention" if (i + 1) % 5 == 0 else "sliding_attention"),
-    "lara_mini": ({}, lambda i, n, keys: ("linear_attention", "sliding_attention", "linear_attention", "full_attention", "sliding_attention")[i % 5]),
+    "lara_mini": (
+        {},
+        lambda i, n, keys: (
+            "linear_attention",
+            "sliding_attention",
+            "linear_attention",
+            "full_attention",
+            "sliding_attention",
+        )[i % 5],
+    ),
     "lfm2": (
         {"full_attn_idxs": None},
-        lambda i, n, keys: "full_attention" if keys["full_attn_idxs"] is None or i in keys["full_attn_idxs"] else "conv",
+        lambda i, n, keys: (
+            "full_attention" if keys["full_attn_idxs"] is None or i in keys["full_attn_idxs"] else "conv"
+        ),
     ),
     "lfm3": (
         {},
-        lambda i, n, keys: "full_attention" if i % 4 == 2 else "sliding_attention" if i % 4 == 0 and i > 0 else "conv",
+        lambda i, n, keys: (
+            "full_attention" if i % 4 == 2 else "sliding_attention" if i % 4 == 0 and i > 0 else "conv"
+        ),
     ),
-    "mimo_v2_flash": ({}, lambda i, n, keys: "full_attention" if i == 0 or (i + 1) % 6 == 0 else "sliding_attention"),
+    "mimo_v2_flash": (
+        {},
+        lambda i, n, keys: "full_attention" if i == 0 or (i + 1) % 6 == 0 else "sliding_attention",
+    ),
     "minimax": ({}, lambda i, n, keys: "full_attention" if (i + 1) % 2 else "linear_attention"),
     "ministral": (
         {"sliding_window": 4096},
@@ -721,29 +762,44 @@ _LAYER_TYPE_RULES = {
     ),
     "modernbert-decoder": (
         {"global_attn_every_n_layers": 3},
-        lambda i, n, keys: "sliding_attention" if i % keys["global_attn_every_n_layers"] else "full_attention",
+        lambda i, n, keys: (
+            "sliding_attention" if i % keys["global_attn_every_n_layers"] else "full_attention"
+        ),
     ),
     "muse_glimmer_text": ({}, _muse),
     "muse_spark_text": ({}, _muse),
     "olmo3": ({}, lambda i, n, keys: "sliding_attention" if (i + 1) % 4 else "full_attention"),
     "olmo_hybrid": (
-        {}, lambda i, n, keys: "full_attention" if i % 4 == 3 or (n < 4 and i == n - 1) else "linear_attention"
+        {},
+        lambda i, n, keys: "full_attention" if i % 4 == 3 or (n < 4 and i == n - 1) else "linear_attention",
     ),
-    "qwen3_5_moe_text": ({"full_attention_interval": 4}, _every("full_attention_interval", "linear_attention", "full_attention")),
-    "qwen3_5_text": ({"full_attention_interval": 4}, _every("full_attention_interval", "linear_attention", "full_attention")),
-    "qwen3_next": ({"full_attention_interval": 4}, _every("full_attention_interval", "linear_attention", "full_attention")),
+    "qwen3_5_moe_text": (
+        {"full_attention_interval": 4},
+        _every("full_attention_interval", "linear_attention", "full_attention"),
+    ),
+    "qwen3_5_text": (
+        {"full_attention_interval": 4},
+        _every("full_attention_interval", "linear_attention", "full_attention"),
+    ),
+    "qwen3_next": (
+        {"full_attention_interval": 4},
+        _every("full_attention_interval", "linear_attention", "full_attention"),
+    ),
     "qwen4_exp_text": (
-        {"full_attention_interval": 4}, _every("full_attention_interval", "linear_attention", "indexed_attention")
+        {"full_attention_interval": 4},
+        _every("full_attention_interval", "linear_attention", "indexed_attention"),
     ),
     "recurrent_gemma": (
         {"block_types": ("recurrent", "recurrent", "attention")},
-        lambda i, n, keys: "linear_attention"
-        if keys["block_types"][i % len(keys["block_types"])] == "recurrent"
-        else "sliding_attention",
+        lambda i, n, keys: (
+            "linear_attention"
+            if keys["block_types"][i % len(keys["block_types"])] == "recurrent"
+            else "sliding_attention"
+        ),
     ),
     "vaultgemma": ({}, lambda i, n, keys: "sliding_attention" if (i + 1) % 2 else "full_attention"),
     "zaya": ({}, lambda i, n, keys: "hybrid"),
-}  # fmt: skip
+}
 
 
 def _derived_layer_types(config):

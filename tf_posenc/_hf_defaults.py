@@ -1955,7 +1955,8 @@ DEFAULTS = {
 
 # The layer types a config class derives where a config.json omits `layer_types`, at its default
 # `num_hidden_layers`, for the classes whose rule `_hf_config._LAYER_TYPE_RULES` does not restate
-# (another layer count must give its `layer_types`): `(pattern, count)`, the pattern repeated over `count` layers, or
+# (another layer count must give its `layer_types`): `(pattern, count)`, the pattern repeated
+# over `count` layers, or
 # `("runs", ((layer_type, count), ...))`. The model types of the 5.24 rules derive theirs in
 # `_hf_config`.
 # Inkling 2's relative-position bias (`InklingRelativeBias.from_hf_config`): the keys it reads
