@@ -638,9 +638,10 @@ def _sliding_window(config):
     return window
 
 
-def _every(interval, other, then):
-    """Layer `i` is `then` on every `interval`-th layer (counting from 1), `other` elsewhere."""
-    return lambda i, n, keys: then if (i + 1) % keys[interval] == 0 else other
+def _every(interval, default, other, then):
+    """The rule and its key: layer `i` is `then` on every `interval`-th layer (counting from 1,
+    `default` where the config omits the key), `other` elsewhere."""
+    return {interval: default}, lambda i, n, keys: then if (i + 1) % keys[interval] == 0 else other
 
 
 def _last_layer_full(rule):
@@ -662,68 +663,50 @@ def _muse(i, n, keys):
     return "full_attention" if (n - 1 - i) % 4 == 0 else "sliding_attention"
 
 
+# Rules several classes share.
+_FIVE_SLIDING_THEN_FULL_LAST_FULL = (  # Gemma 4's, DiffusionGemma's and Beam's
+    {},
+    _last_layer_full(lambda i, n, keys: "sliding_attention" if (i + 1) % 6 else "full_attention"),
+)
+_FULL_THEN_THREE_SLIDING = ({}, lambda i, n, keys: "sliding_attention" if i % 4 else "full_attention")
+_QWEN_HYBRID = _every("full_attention_interval", 4, "linear_attention", "full_attention")
+_EXAONE = _every("sliding_window_pattern", 4, "sliding_attention", "full_attention")
+
 # How a config class derives `layer_types` where a config omits them (transformers 5.25): the
 # keys the rule reads, with the class's defaults, and the type of layer `i` of `n`. Counts and
 # keys other than the defaults follow the rule, as the class follows it.
 _LAYER_TYPE_RULES = {
-    "afmoe": (
-        {"global_attn_every_n_layers": 4},
-        _every("global_attn_every_n_layers", "sliding_attention", "full_attention"),
-    ),
+    "afmoe": _every("global_attn_every_n_layers", 4, "sliding_attention", "full_attention"),
     "axk2": ({}, lambda i, n, keys: "indexed_attention"),
-    "bailing_hybrid": (
-        {"layer_group_size": 6},
-        _every("layer_group_size", "linear_attention", "full_attention"),
-    ),
+    "bailing_hybrid": _every("layer_group_size", 6, "linear_attention", "full_attention"),
     "bamba": (
         {"attn_layer_indices": None},
         lambda i, n, keys: (
             "full_attention" if i in (keys["attn_layer_indices"] or ()) else "linear_attention"
         ),
     ),
-    "beam": (
-        {},
-        _last_layer_full(lambda i, n, keys: "sliding_attention" if (i + 1) % 6 else "full_attention"),
-    ),
+    "beam": _FIVE_SLIDING_THEN_FULL_LAST_FULL,
     "cohere2_moe": (
         {"sliding_window_pattern": 4, "prefix_dense_sliding_window_pattern": 1, "first_k_dense_replace": 0},
         _cohere2_moe,
     ),
-    "cwm": ({}, lambda i, n, keys: "sliding_attention" if i % 4 else "full_attention"),
+    "cwm": _FULL_THEN_THREE_SLIDING,
     "deepseek_v32": ({}, lambda i, n, keys: "indexed_attention"),
-    "diffusion_gemma_text": (
-        {},
-        _last_layer_full(lambda i, n, keys: "sliding_attention" if (i + 1) % 6 else "full_attention"),
-    ),
-    "ergo": (
-        {"global_attention_every_n_layers": 4},
-        _every("global_attention_every_n_layers", "sliding_attention", "full_attention"),
-    ),
-    "exaone4": (
-        {"sliding_window_pattern": 4},
-        _every("sliding_window_pattern", "sliding_attention", "full_attention"),
-    ),
-    "exaone_moe": (
-        {"sliding_window_pattern": 4},
-        _every("sliding_window_pattern", "sliding_attention", "full_attention"),
-    ),
+    "diffusion_gemma_text": _FIVE_SLIDING_THEN_FULL_LAST_FULL,
+    "ergo": _every("global_attention_every_n_layers", 4, "sliding_attention", "full_attention"),
+    "exaone4": _EXAONE,
+    "exaone_moe": _EXAONE,
     "falcon_h1": ({}, lambda i, n, keys: "hybrid"),
     "flint": (
         {},
         lambda i, n, keys: "full_attention" if i < 2 or i % 4 == 1 or i == n - 1 else "sliding_attention",
     ),
-    "gemma4_text": (
-        {},
-        _last_layer_full(lambda i, n, keys: "sliding_attention" if (i + 1) % 6 else "full_attention"),
-    ),
-    "gemma4_unified_text": (
-        {},
-        _last_layer_full(lambda i, n, keys: "sliding_attention" if (i + 1) % 6 else "full_attention"),
-    ),
+    "gemma4_text": _FIVE_SLIDING_THEN_FULL_LAST_FULL,
+    "gemma4_unified_text": _FIVE_SLIDING_THEN_FULL_LAST_FULL,
     "glm5_next_text": ({}, lambda i, n, keys: "indexed_attention" if i % 4 == 3 else "linear_attention"),
     "glm_moe_dsa": ({}, lambda i, n, keys: "indexed_attention"),
-    "granite_swa": ({}, lambda i, n, keys: "sliding_attention" if i % 4 else "full_attention"),
-    "granitemoe_swa": ({}, lambda i, n, keys: "sliding_attention" if i % 4 else "full_attention"),
+    "granite_swa": _FULL_THEN_THREE_SLIDING,
+    "granitemoe_swa": _FULL_THEN_THREE_SLIDING,
     "granitemoehybrid": ({}, lambda i, n, keys: "linear_attention"),
     "hy_v4": ({}, lambda i, n, keys: "indexed_attention"),
     "hy_v4_vl_text": ({}, lambda i, n, keys: "indexed_attention"),
@@ -773,22 +756,10 @@ _LAYER_TYPE_RULES = {
         {},
         lambda i, n, keys: "full_attention" if i % 4 == 3 or (n < 4 and i == n - 1) else "linear_attention",
     ),
-    "qwen3_5_moe_text": (
-        {"full_attention_interval": 4},
-        _every("full_attention_interval", "linear_attention", "full_attention"),
-    ),
-    "qwen3_5_text": (
-        {"full_attention_interval": 4},
-        _every("full_attention_interval", "linear_attention", "full_attention"),
-    ),
-    "qwen3_next": (
-        {"full_attention_interval": 4},
-        _every("full_attention_interval", "linear_attention", "full_attention"),
-    ),
-    "qwen4_exp_text": (
-        {"full_attention_interval": 4},
-        _every("full_attention_interval", "linear_attention", "indexed_attention"),
-    ),
+    "qwen3_5_moe_text": _QWEN_HYBRID,
+    "qwen3_5_text": _QWEN_HYBRID,
+    "qwen3_next": _QWEN_HYBRID,
+    "qwen4_exp_text": _every("full_attention_interval", 4, "linear_attention", "indexed_attention"),
     "recurrent_gemma": (
         {"block_types": ("recurrent", "recurrent", "attention")},
         lambda i, n, keys: (
