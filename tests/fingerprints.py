@@ -157,3 +157,35 @@ LAYER_TYPE_CASES = {
     "vaultgemma": [{"num_hidden_layers": 12}],
     "zaya": [{"num_hidden_layers": 12}],
 }
+
+
+# Whole attention modules (`print_transformers.py modules`): each text model type's decoder
+# attention, built from its config class's defaults with these sizes where the config has the key
+# (and `OVERRIDES`), weights made from their state-dict names by `module_weights`, at positions
+# near 1000 with a window shorter than the sequence.
+MODULE_SIZES = {"hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2, "sliding_window": 3}
+MODULE_POSITIONS = tuple(range(1000, 1006))
+
+
+def _seed(name):
+    return sum((index + 1) * ord(character) for index, character in enumerate(name)) % 2**31
+
+
+def module_weights(shapes):
+    """{state-dict name: float64 array} for `{name: shape}`: matrices scaled by their fan-in, and
+    every 1-D parameter (norms, biases, sinks, scales) moved from both 0 and 1, so that a weight
+    that is skipped shows. `RandomState`: its streams never change between NumPy versions."""
+    weights = {}
+    for name, shape in shapes.items():
+        rng = np.random.RandomState(_seed(name))
+        if len(shape) == 1:
+            signs = np.where(rng.uniform(size=shape) < 0.5, -1.0, 1.0)
+            weights[name] = 1.0 + signs * rng.uniform(0.2, 0.5, size=shape)
+        else:
+            weights[name] = rng.standard_normal(shape) / np.sqrt(shape[-1])
+    return weights
+
+
+def module_input(hidden_size):
+    """The hidden states `(1, len(MODULE_POSITIONS), hidden_size)` the modules are called on."""
+    return np.random.RandomState(7).standard_normal((1, len(MODULE_POSITIONS), hidden_size))

@@ -22,6 +22,29 @@ def page_port():
     return namespace
 
 
+def checkpoint(config, weights):
+    """The attention weights as the model's checkpoint names them: Phi-3's query, key and value
+    in one `qkv_proj`, rows [q; k; v]; and the biases and sinks of the families whose modules have
+    them (Qwen2's, gpt-oss's), zeros, where `port_weights` makes a Llama or Gemma 3 body's."""
+    named = dict(weights)
+    for index in range(config["num_hidden_layers"]):
+        prefix = f"model.layers.{index}.self_attn."
+        module = tf_posenc.GroupQueryAttention.from_hf_config(config, index)._hf_module
+        if module.fused == "qkv":
+            parts = [named.pop(f"{prefix}{name}_proj.weight") for name in "qkv"]
+            named[f"{prefix}{module.projections['qkv']}.weight"] = np.concatenate(parts, axis=0)
+        widths = {"q": module.heads, "k": module.kv_heads, "v": module.kv_heads}
+        for role in module.biases:
+            width = widths[role] * module.head_dim if role in widths else module.hidden_size
+            named.setdefault(f"{prefix}{module.projections[role]}.bias", np.zeros(width, "float32"))
+        if module.norm is None:  # `port_weights` gives every Gemma the norms of Gemma 3's
+            for name in ("q_norm", "k_norm"):
+                named.pop(f"{prefix}{name}.weight", None)
+        if module.sinks:
+            named.setdefault(f"{prefix}sinks", np.zeros(module.heads, "float32"))
+    return named
+
+
 class Port:
     """A decoder of `config` with `weights` (transformers' names), called on `(tokens, cache,
     cache_index)`: logits and the new cache."""
@@ -33,11 +56,7 @@ class Port:
         self.plan = tf_posenc.hf_attention_layers(config)
         hidden = config["hidden_size"]
         self.weights = {name: ops.convert_to_tensor(value) for name, value in weights.items()}
-        self.attention = port["attention_layers"](config)
-        for index, attention in enumerate(self.attention):
-            port["load_attention"](
-                attention, weights, f"model.layers.{index}.self_attn.", hidden, 1.0 if self.gemma else 0.0
-            )
+        self.attention = port["attention_layers"](config, checkpoint(config, weights))
         self.embed_scale = np.float32(hidden**0.5) if self.gemma else None
 
     def norm(self, x, name):

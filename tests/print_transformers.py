@@ -11,6 +11,8 @@ the test environment), from the repository's root:
     python tests/print_transformers.py omni        # adds the Omni models' get_rope_index
     python tests/print_transformers.py float32_rows  # adds the rotary modules' float32 rows
     python tests/print_transformers.py layer_types  # adds the layer types config classes derive
+    python tests/print_transformers.py modules     # writes tests/transformers_modules_5_25.json
+    python tests/print_transformers.py modules TYPE ...  # prints those types' modules again, in place
 
 For every causal language model of transformers whose text model builds a rotary module, its
 text model type (multimodal models share their language model's), and per distinct attention
@@ -39,11 +41,15 @@ import transformers
 from fingerprints import (
     INKLING,
     LAYER_TYPE_CASES,
+    MODULE_POSITIONS,
+    MODULE_SIZES,
     OVERRIDES,
     ROPE_KEYS,
     fixed_vectors,
     inkling_positions,
     inkling_weights,
+    module_input,
+    module_weights,
 )
 from transformers import AutoConfig, PreTrainedModel
 from transformers.models.auto import modeling_auto
@@ -53,6 +59,7 @@ transformers.logging.set_verbosity_error()
 
 POSITIONS = [0, 1, 2, 63, 2**17 - 1]  # capped below a model's max_position_embeddings
 PRINTED = pathlib.Path(__file__).parent / "transformers_5_25.json"
+MODULES = pathlib.Path(__file__).parent / "transformers_modules_5_25.json"
 MAPPINGS = (
     "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
     "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
@@ -754,9 +761,316 @@ def float32_rows():
     PRINTED.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
 
 
+def _head_dim(text):
+    try:
+        return getattr(text, "head_dim", None)
+    except Exception:  # Gemma 4's per-layer keys refuse a global read
+        return None
+
+
+def module_config(text_type, parents, wide=False, switches=None):
+    """The text config at `MODULE_SIZES` (the keys it has, a window only where it has one), and
+    those overrides with the head size the module builds with, as the test passes them. `wide`
+    keeps the default head size (M-RoPE sections, GPT-J's `rotary_dim`): four heads of it.
+    `switches`: further keys to set (a variant's)."""
+    text = text_config(text_type, parents)
+    given = dict(OVERRIDES.get(text_type, {}))
+    head_dim = _head_dim(text) or text.hidden_size // text.num_attention_heads
+    sizes = dict(MODULE_SIZES, hidden_size=4 * head_dim) if wide else MODULE_SIZES
+    for key, value in sizes.items():
+        if key == "sliding_window" and getattr(text, key, None) is None:
+            continue
+        if hasattr(text, key) or key in getattr(type(text), "attribute_map", {}):
+            setattr(text, key, value)
+            given[key] = value
+    for key, value in (switches or {}).items():
+        if "." in key:  # DBRX's `attn_config.clip_qkv`
+            outer, inner = key.split(".")
+            setattr(getattr(text, outer), inner, value)
+        else:
+            setattr(text, key, value)
+            given[key] = value
+    if text_type == "dbrx":  # the attention's own config, which its module reads
+        given["attn_config"] = {
+            "clip_qkv": text.attn_config.clip_qkv,
+            "kv_n_heads": text.attn_config.kv_n_heads,
+        }
+    if _head_dim(text) is not None and "head_dim" not in given:
+        with contextlib.suppress(AttributeError):  # Falcon's derived property
+            text.head_dim = int(text.head_dim)
+            given["head_dim"] = int(text.head_dim)
+    return text, given
+
+
+def module_output(module, text, rotary, attention, index, layer_type):
+    """One attention module's output on `module_input`, with `module_weights` under its own
+    state-dict names, in float64; and those names' shapes."""
+    torch.manual_seed(0)
+    with float64_everywhere():
+        try:
+            layer = type(attention)(text, index)
+        except TypeError:
+            try:
+                layer = type(attention)(config=text, layer_idx=index)
+            except TypeError:  # other constructor arguments (Laguna's, IDEFICS's): the model's own
+                layer = copy.deepcopy(attention).to_empty(device="cpu")
+                for name, child in list(layer.named_children()):
+                    if type(child).__name__.endswith("RotaryEmbedding"):
+                        setattr(layer, name, type(child)(text))
+        layer = layer.double()
+        shapes = {name: list(value.shape) for name, value in layer.state_dict().items()}
+        weights = module_weights(shapes)
+        layer.load_state_dict({name: torch.tensor(value) for name, value in weights.items()})
+        rope = None
+        if rotary is not None:
+            try:
+                rope = type(rotary)(config=text)
+            except TypeError:
+                rope = type(rotary)(text)
+            rope = rope.double()
+    width = getattr(getattr(layer, "q_proj", None), "in_features", text.hidden_size)
+    hidden = torch.tensor(module_input(width))
+    length = len(MODULE_POSITIONS)
+    ids = torch.tensor([MODULE_POSITIONS])
+    embeddings = None
+    if rope is not None:
+        extra = (
+            {"layer_type": layer_type} if "layer_type" in inspect.signature(rope.forward).parameters else {}
+        )
+        rope_ids = torch.stack([ids, ids, ids]) if takes_mrope_ids(rope, text) else ids
+        with float64_everywhere():
+            try:
+                embeddings = rope(hidden, rope_ids, **extra)
+            except (KeyError, AttributeError):
+                embeddings = None  # no rope for this layer type
+    window = getattr(layer, "sliding_window", None)
+    if window is None and re.search(
+        r"sliding_window=(getattr\(self\.config|self\.config\.sliding_window)",
+        inspect.getsource(type(layer).forward),
+    ):
+        window = getattr(
+            text, "sliding_window", None
+        )  # Mistral's: the module takes the config's, the model masks by it
+    if getattr(layer, "is_sliding", True) is False:
+        window = None
+    q = torch.arange(length)[:, None]
+    k = torch.arange(length)[None, :]
+    keep = k <= q
+    if window is not None:
+        keep = keep & (k > q - int(window))
+    blocked = torch.full((length, length), torch.finfo(torch.float64).min, dtype=torch.float64)
+    mask = torch.where(keep, torch.zeros_like(blocked), blocked)[None, None]
+    accepted = inspect.signature(layer.forward).parameters
+    arguments = {}
+    if "position_embeddings" in accepted:
+        withheld = text.model_type in ROWS_WITHHELD and ROWS_WITHHELD[text.model_type] == layer_type
+        arguments["position_embeddings"] = None if withheld else embeddings
+    if "position_ids" in accepted:
+        arguments["position_ids"] = ids
+    if "attention_mask" in accepted:
+        arguments["attention_mask"] = mask
+    if "shared_kv_states" in accepted:
+        arguments["shared_kv_states"] = {}
+    if "layer_idx" in accepted:  # Zamba2's shared attention, told which layer calls it
+        arguments["layer_idx"] = layer.layer_idx
+    layer.eval()
+    with torch.no_grad(), float64_everywhere():
+        output = layer(hidden, **arguments)
+    output = output[0] if isinstance(output, tuple) else output
+    return {
+        "layer_index": index,
+        "layer_type": layer_type,
+        "window": None if window is None else int(window),
+        "class": type(layer).__name__,
+        "shapes": shapes,
+        "output": [float(f"{value:.12g}") for value in output.double().numpy().ravel()],
+    }
+
+
+def module_entry(module, text_type, parents, wide, switches=None):
+    entry = {}
+    try:
+        text, given = module_config(text_type, parents, wide, switches)
+        model, layers = text_model(text, module)
+    except Exception as error:
+        return {"error": f"{type(error).__name__}: {error}"[:200]}
+    entry["config"] = given
+    rotary = text_rotary(model, text)
+    layer_types = getattr(text, "layer_types", None) or [None] * len(layers)
+    entry["layers"] = {}
+    for index, layer in enumerate(layers):
+        attention = attention_of(layer)
+        if attention is None or re.search(
+            "Linear|Lightning|Delta|Cross|Mamba|Conv", type(attention).__name__
+        ):
+            continue
+        kind = layer_types[index] if index < len(layer_types) else None
+        key = f"{type(attention).__name__}:{kind}"
+        if key in entry["layers"]:
+            continue
+        try:
+            entry["layers"][key] = module_output(module, text, rotary, attention, index, kind)
+        except Exception as error:
+            entry["layers"][key] = {"layer_index": index, "error": f"{type(error).__name__}: {error}"[:200]}
+    return entry
+
+
+def modules(only=()):
+    """Every text model type's distinct attention modules (by class and layer type), run whole:
+    projections, norms, biases, rotation, mask and output, as `module_output` says."""
+    stored = json.loads(MODULES.read_text()) if only and MODULES.exists() else {}
+    printed = stored.get("types", {})
+    for text_type, (parents, module_name) in sorted(rotary_text_models().items()):
+        if only and text_type not in only:
+            continue
+        module = importlib.import_module(module_name)
+        for wide in (False, True):
+            entry = printed[text_type] = module_entry(module, text_type, parents, wide)
+            if "error" not in entry and not any("error" in layer for layer in entry["layers"].values()):
+                break
+        layers = entry.get("layers", {})
+        print(
+            text_type,
+            entry.get("error"),
+            {key: value.get("error", "ok") for key, value in layers.items()},
+            flush=True,
+        )
+        for name, switches in module_variants(text_type, parents).items():
+            variant = module_entry(module, text_type, parents, wide, switches)
+            printed[f"{text_type}+{name}"] = {"model_type": text_type, **variant}
+            layers = variant.get("layers", {})
+            print(
+                f"{text_type}+{name}",
+                variant.get("error"),
+                {key: value.get("error", "ok") for key, value in layers.items()},
+                flush=True,
+            )
+    versions = f"transformers {transformers.__version__}, torch {torch.__version__}"
+    source = f"{versions}: tests/print_transformers.py modules"
+    MODULES.write_text(
+        json.dumps({"source": source, "types": dict(sorted(printed.items()))}, separators=(",", ":")) + "\n"
+    )
+
+
+# The switches of the modules' own mechanisms, set in a variant of each type whose config has
+# one off by default: biases, query and key norms, the clamp (tighter than the values, so that it
+# acts).
+MODULE_SWITCHES = {
+    "attention_bias": True,
+    "attention_out_bias": True,
+    "use_qkv_bias": True,
+    "use_bias": True,
+    "bias": True,
+    "qkv_bias": True,
+    "add_bias_linear": True,
+    "qk_layernorm": True,
+    "use_qk_norm": True,
+    "clip_qkv": 0.5,
+}
+# Variants of a type's other layouts, by name.
+MODULE_LAYOUTS = {
+    "falcon": {
+        "new": {"new_decoder_architecture": True, "num_kv_heads": 2, "bias": True},
+        "heads": {"multi_query": False, "num_kv_heads": 4, "bias": True},
+    },
+    "molmo2_text": {"olmo": {"qk_norm_type": "olmo"}},
+    # Their masks slide on every attention layer once the config sets a window.
+    "minimax": {"window": {"sliding_window": 3}},
+    "phi4_multimodal": {"window": {"sliding_window": 3}},
+    "dbrx": {"on": {"attn_config.clip_qkv": 0.5}},
+}
+# Layers whose decoder gives their attention module no rows (LaraMini's full-attention layers,
+# `position_embeddings if layer_type == "sliding_attention" else None`), which it would apply.
+ROWS_WITHHELD = {"lara_mini": "full_attention"}
+
+
+def module_variants(text_type, parents):
+    """{name: switches}: "on" (every switch of `MODULE_SWITCHES` the config has, where one is off)
+    and the type's `MODULE_LAYOUTS`."""
+    try:
+        text = text_config(text_type, parents)
+    except Exception:
+        return {}
+    switches = {}
+    for key, value in MODULE_SWITCHES.items():
+        try:
+            current = getattr(text, key)
+        except Exception:
+            continue
+        if key in vars(text) or key in getattr(type(text), "__annotations__", {}):
+            if current != value and current is not True:
+                switches[key] = value
+    if text_type == "dbrx":  # its clamp sits in `attn_config`, set by `text_config`
+        switches.pop("clip_qkv", None)
+    variants = {"on": switches} if switches else {}
+    return {**variants, **MODULE_LAYOUTS.get(text_type, {})}
+
+
+# The config keys of the attention modules' own mechanisms (`tf_posenc/_hf_attention.py`).
+MODULE_KEYS = (
+    "num_key_value_heads",
+    "attention_bias",
+    "attention_out_bias",
+    "use_qkv_bias",
+    "use_bias",
+    "bias",
+    "qkv_bias",
+    "add_bias_linear",
+    "qk_layernorm",
+    "use_qk_norm",
+    "qk_norm",
+    "clip_qkv",
+    "attn_logit_softcapping",
+    "rms_norm_eps",
+    "layer_norm_eps",
+    "layer_norm_epsilon",
+    "norm_eps",
+    "new_decoder_architecture",
+    "multi_query",
+    "num_kv_heads",
+    "qk_norm_type",
+    "gating",
+    "use_attention_gate",
+    "global_attention_scale",
+)
+
+
+def module_defaults():
+    """Writes tf_posenc/_hf_module_defaults.py: each text model type's config-class defaults of
+    `MODULE_KEYS` (those its config has)."""
+    lines = []
+    for text_type, (parents, _) in sorted(rotary_text_models().items()):
+        try:
+            text = text_config(text_type, parents)
+        except Exception:
+            continue
+        values = {}
+        for key in MODULE_KEYS:
+            try:
+                value = getattr(text, key)
+            except Exception:
+                continue
+            if isinstance(value, (bool, int, float, str)):
+                values[key] = value
+        lines.append(f"    {json.dumps(text_type)}: {{")
+        lines.extend(f"        {json.dumps(key)}: {value!r}," for key, value in values.items())
+        lines.append("    },")
+    header = (
+        '"""Internal, generated by `python tests/print_transformers.py module_defaults` '
+        f"(transformers {transformers.__version__}):\n"
+        "each text model type's config-class defaults of the keys its attention module reads.\n"
+        '"""\n\n'
+        "DEFAULTS = {\n"
+    )
+    target = pathlib.Path(__file__).parent.parent / "tf_posenc" / "_hf_module_defaults.py"
+    target.write_text(header + "\n".join(lines) + "\n}\n")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "rotations":
         rotations(sys.argv[2:])
+    elif sys.argv[1] == "modules":
+        modules(sys.argv[2:])
     else:
         verbs = {
             "defaults": defaults,
@@ -766,5 +1080,6 @@ if __name__ == "__main__":
             "omni": omni,
             "float32_rows": float32_rows,
             "layer_types": layer_types,
+            "module_defaults": module_defaults,
         }
         verbs[sys.argv[1]]()

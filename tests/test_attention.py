@@ -16,6 +16,7 @@ from hf_configs import CONFIGS
 import tf_posenc
 from tf_posenc import (
     RotaryEmbedding,
+    _hf_attention,
     _hf_config,
     _hf_defaults,
     attention_mask,
@@ -1248,6 +1249,12 @@ def test_the_porting_page_lists_the_model_types_read_and_refused():
     assert names("model-types-multimodal") == multimodal
     assert reasons("model-types-refused") == _hf_config.MECHANISMS
     assert reasons("model-types-plan-refused") == _hf_config.PLAN_MECHANISMS
+    module_refused = {
+        name: family.refused or family.refused_unrotated
+        for name, family in _hf_attention.FAMILIES.items()
+        if family.refused or family.refused_unrotated
+    }
+    assert reasons("model-types-module-refused") == module_refused
 
 
 # ---------------------------------------------------------------------------------------------

@@ -57,7 +57,9 @@ else:
     )
 from tf_posenc._positions import positions_from_mask
 from tf_posenc.attention import attention_log_scale, attention_mask, attention_temperature
+from tf_posenc.hf_weights import load_hf_attention_weights
 from tf_posenc.interpolation import interpolate_position_embeddings
+from tf_posenc.layers.head_normalization import HeadNormalization
 from tf_posenc.layers.multi_head_attention import GroupQueryAttention, MultiHeadAttention
 from tf_posenc.multimodal import mrope_positions
 from tf_posenc.packing import (
@@ -81,6 +83,7 @@ __all__ = [
     "AxialRotaryEmbedding",
     "ContinuousPositionBias",
     "GroupQueryAttention",
+    "HeadNormalization",
     "InklingRelativeBias",
     "LearnedPatchPositionEmbedding",
     "MultiHeadAttention",
@@ -101,6 +104,7 @@ __all__ = [
     "grid_positions",
     "hf_attention_layers",
     "interpolate_position_embeddings",
+    "load_hf_attention_weights",
     "mrope_positions",
     "plot_axial_angles",
     "plot_pair_rotation",

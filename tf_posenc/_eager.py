@@ -193,7 +193,7 @@ class EagerPaths:
                 return getattr(layer, combine)(inputs, layer._rows_for(inputs, positions))
 
             # The concrete function: calling it skips the signature matching of a `tf.function`.
-            return tf.function(traced, input_signature=specs).get_concrete_function()
+            return tf.function(traced, input_signature=specs, autograph=False).get_concrete_function()
 
         if kind:  # one function for every shape of positions of a dtype and rank
             key = dataclasses.replace(key, positions_spec=(arguments[1].dtype.name, arguments[1].shape.rank))

@@ -104,6 +104,8 @@ def _with_defaults(config, model_type):
     rope_keys = ("rope_parameters", "rope_theta", "rope_local_base_freq", "partial_rotary_factor")
     filled = dict(config)
     for key, value in defaults.items():
+        if key == "head_dim" and model_type == "falcon":
+            continue  # FalconConfig's `head_dim` is a property: hidden_size // num_attention_heads
         if key not in rope_keys:
             filled.setdefault(key, value)
     given = _rope_parameters(config)
@@ -563,7 +565,10 @@ _PATTERN_DEFAULTS = {
 }
 _MAX_WINDOW_LAYERS = ("qwen2", "qwen3")
 # Models without layer types whose mask slides on every layer once `sliding_window` is set.
-_EVERY_LAYER_SLIDES = ("mistral", "mixtral", "ministral3", "phi3", "phimoe", "starcoder2", "qwen3_moe")
+_EVERY_LAYER_SLIDES = (
+    "mistral", "mixtral", "ministral3", "phi3", "phi4_multimodal", "phimoe", "starcoder2", "qwen3_moe",
+    "minimax", "voxtral_realtime_text",
+)  # fmt: skip
 _USE_SLIDING_WINDOW = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "smollm3")
 _NO_ROPE_LAYERS = ("llama4", "llama4_text", "smollm3")
 _KV_SHARING = ("gemma3n", "gemma3n_text", "gemma4", "gemma4_text")

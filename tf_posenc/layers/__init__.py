@@ -1,5 +1,6 @@
 from tf_posenc.layers.alibi_bias import AlibiBias
 from tf_posenc.layers.axial_rotary_embedding import AxialRotaryEmbedding
+from tf_posenc.layers.head_normalization import HeadNormalization  # noqa: F401
 from tf_posenc.layers.inkling_relative_bias import InklingRelativeBias
 from tf_posenc.layers.learned_patch_position_embedding import LearnedPatchPositionEmbedding
 from tf_posenc.layers.multi_head_attention import GroupQueryAttention, MultiHeadAttention  # noqa: F401

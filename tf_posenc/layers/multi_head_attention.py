@@ -3,8 +3,9 @@
 import keras
 from keras import ops
 
-from tf_posenc import _hf_config, _kept, _positions, _validation, attention
+from tf_posenc import _hf_attention, _hf_config, _kept, _positions, _validation, attention
 from tf_posenc.layers.alibi_bias import AlibiBias
+from tf_posenc.layers.head_normalization import HeadNormalization
 from tf_posenc.layers.relative_position_bias import RelativePositionBias
 from tf_posenc.layers.rotary_embedding import RotaryEmbedding
 
@@ -18,6 +19,10 @@ _POSITION_ARGUMENTS = (
     "logit_soft_cap",
     "query_norm",
     "key_norm",
+    "value_norm",
+    "norm_after_rope",
+    "clip_qkv",
+    "use_sinks",
 )
 
 
@@ -42,9 +47,6 @@ def _temperature(value):
     )
 
 
-# The model types whose attention normalises each head's queries and keys (transformers' `q_norm`
-# and `k_norm` over `head_dim`).
-_QUERY_KEY_NORMS = ("qwen3", "qwen3_moe", "gemma3", "gemma3_text")
 # A score the softmax gives no weight, finite so that a query with no key left stays finite.
 _MASKED = {"float16": -3e4, "bfloat16": -1e9, "float32": -1e9, "float64": -1e9}
 
@@ -54,6 +56,10 @@ def _newer_keras_arguments(sliding_window, use_gate):
     layers."""
     given = {"sliding_window": (sliding_window, None), "use_gate": (use_gate, False)}
     return {name: value for name, (value, default) in given.items() if value is not default}
+
+
+def _identity(features):
+    return features
 
 
 def _rope_where(positions, start):
@@ -73,7 +79,7 @@ class PositionedAttentionMixin:
     `_keras_call` and `_expand_kv`."""
 
     def _init_positions(self, rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap,
-                        query_norm, key_norm):  # fmt: skip
+                        query_norm, key_norm, value_norm, norm_after_rope, clip_qkv, use_sinks):  # fmt: skip
         self.rope = _optional_layer("rope", rope, (RotaryEmbedding,), "a `RotaryEmbedding`")
         if self.rope is not None and self._head_dim % 2:
             raise ValueError(
@@ -100,6 +106,15 @@ class PositionedAttentionMixin:
         layer = (keras.layers.Layer,)
         self.query_norm = _optional_layer("query_norm", query_norm, layer, "a Keras layer")
         self.key_norm = _optional_layer("key_norm", key_norm, layer, "a Keras layer")
+        self.value_norm = _optional_layer("value_norm", value_norm, layer, "a Keras layer")
+        self.norm_after_rope = _validation.boolean("norm_after_rope", norm_after_rope)
+        if self.norm_after_rope and self.query_norm is None and self.key_norm is None:
+            raise ValueError(
+                "`norm_after_rope` says where `query_norm` and `key_norm` apply: pass one of them. "
+                "Received: query_norm=None, key_norm=None"
+            )
+        self.clip_qkv = None if clip_qkv is None else _validation.positive_number("clip_qkv", clip_qkv)
+        self.use_sinks = _validation.boolean("use_sinks", use_sinks)
 
     def _position_config(self):
         """The new arguments as JSON: layers serialized, a temperature as its list."""
@@ -128,13 +143,21 @@ class PositionedAttentionMixin:
         return {**super().get_config(), **self._position_config()}
 
     def _positions_in_use(self):
-        return any(getattr(self, name) is not None for name in _POSITION_ARGUMENTS)
+        return any(getattr(self, name) not in (None, False) for name in _POSITION_ARGUMENTS)
 
     def _build_positions(self):
         """Builds the position layers' weights with the layer's (they are its weights)."""
         if self.position_bias is not None and not self.position_bias.built:
             self.position_bias.build()
-        for norm, heads in ((self.query_norm, self._heads), (self.key_norm, self._kv_heads)):
+        if self.use_sinks:
+            # gpt-oss's `sinks`: a logit per head that takes part in the softmax and weights no value.
+            self.sinks = self.add_weight(name="sinks", shape=(self._heads,), initializer="zeros")
+        norms = (
+            (self.query_norm, self._heads),
+            (self.key_norm, self._kv_heads),
+            (self.value_norm, self._kv_heads),
+        )
+        for norm, heads in norms:
             if norm is not None and not norm.built:
                 norm.build((None, None, heads, self._head_dim))
 
@@ -178,18 +201,26 @@ class PositionedAttentionMixin:
         gate = self._gate_dense(query) if self._gated() else None
         queries = self._query_dense(query)
         keys, values = self._key_dense(key), self._value_dense(value)
-        if self.query_norm is not None:
-            queries = self.query_norm(queries)
-        if self.key_norm is not None:
-            keys = self.key_norm(keys)
+        query_norm = self.query_norm or _identity
+        key_norm = self.key_norm or _identity
+        if not self.norm_after_rope:
+            queries, keys = query_norm(queries), key_norm(keys)
+            query_norm = key_norm = _identity
+        if self.clip_qkv is not None:  # OLMo's and DBRX's clamp; OLMoE's follows its norms
+            bound = ops.convert_to_tensor(self.clip_qkv, queries.dtype)
+            queries, keys, values = (ops.clip(x, -bound, bound) for x in (queries, keys, values))
+        if self.value_norm is not None:  # Gemma 3n's: each value head, before caching
+            values = self.value_norm(values)
         start = 0 if cache_update_index is None else cache_update_index
         # Defaulted positions reach the rotation as a start: its contiguous rows, which the layers
         # of a step in one graph share.
         query_where = _rope_where(query_positions, start)
         key_where = _rope_where(key_positions, 0)
-        # Self-attention's keys sit at the queries' positions: one set of rows serves both.
+        # Self-attention's keys sit at the queries' positions (defaulted, or the same tensor
+        # given for both): one set of rows serves both.
         defaulted = query_positions is None and key_positions is None
-        same = defaulted and cache_update_index is None
+        shared = key_positions is not None and key_positions is query_positions
+        same = (defaulted or shared) and cache_update_index is None
         query_positions = self._checked_positions("query_positions", query_positions, queries, start)
         if query_where.get("positions") is not None:
             query_where["positions"] = _for_rope(query_positions)
@@ -201,8 +232,18 @@ class PositionedAttentionMixin:
                 return ops.cast(self.rope(features, rows=rows), features.dtype)
 
             queries = rotate(queries)
+        queries = query_norm(queries)
         if cache is not None:
-            keys, values, cache = self._with_cache(cache, cache_update_index, keys, values, rotate)
+            # The keys are rotated (and normed, where the norm follows the rotation) before caching.
+            if rotate is not None or key_norm is not _identity:
+                rotate_keys = rotate or _identity
+
+                def prepare(features):
+                    return key_norm(rotate_keys(features))
+
+            else:
+                prepare = None
+            keys, values, cache = self._with_cache(cache, cache_update_index, keys, values, prepare)
             key_positions = self._checked_positions("key_positions", key_positions, keys, 0)
         else:
             same = same and keys.shape[1] == queries.shape[1] is not None
@@ -211,6 +252,7 @@ class PositionedAttentionMixin:
                 key_where["positions"] = _for_rope(key_positions)
             if self.rope is not None:
                 keys = rotate(keys) if same else ops.cast(self.rope(keys, **key_where), keys.dtype)
+            keys = key_norm(keys)
         if self.temperature is not None:
             scale = attention.attention_temperature(query_positions, *self.temperature)
             queries = queries * ops.cast(ops.expand_dims(ops.expand_dims(scale, -1), -1), queries.dtype)
@@ -325,13 +367,19 @@ class PositionedAttentionMixin:
 
     def _attend(self, queries, keys, values, mask, bias, return_scores, training):
         scale = self.scaling if self.scaling is not None else self._scale_default
-        explicit = return_scores or self.logit_soft_cap is not None or self._dropout_rate() > 0.0
+        explicit = (
+            return_scores or self.logit_soft_cap is not None or self.use_sinks or self._dropout_rate() > 0.0
+        )
         if not explicit:
             mask = None if mask is None else ops.expand_dims(mask, 1)
             if bias is not None and mask is not None:
                 # One of them: PyTorch's `dot_product_attention` takes a bias or a mask, not both.
                 masked = ops.cast(_MASKED[keras.backend.standardize_dtype(bias.dtype)], bias.dtype)
                 bias, mask = ops.where(mask, bias, masked), None
+            if keras.backend.standardize_dtype(queries.dtype) == "float64":
+                # Keras's TensorFlow `dot_product_attention` casts a Python scale through float32
+                # (a relative 1e-8 on every score); a float64 scale multiplies the queries here.
+                queries, scale = queries * ops.convert_to_tensor(scale, queries.dtype), 1.0
             output = ops.dot_product_attention(
                 queries,
                 keys,
@@ -342,16 +390,24 @@ class PositionedAttentionMixin:
                 flash_attention=self._flash_attention,
             )
             return output, None
-        scores = ops.einsum("bqnh,bknh->bnqk", queries, keys) * ops.cast(scale, queries.dtype)
+        scores = ops.einsum("bqnh,bknh->bnqk", queries, keys) * ops.convert_to_tensor(scale, queries.dtype)
         if bias is not None:
             scores = scores + bias
         if self.logit_soft_cap is not None:
-            cap = ops.cast(self.logit_soft_cap, scores.dtype)
+            cap = ops.convert_to_tensor(self.logit_soft_cap, scores.dtype)
             scores = ops.tanh(scores / cap) * cap
-        scores = ops.cast(scores, "float32")  # the softmax in float32, as Keras's layers compute it
+        # The softmax in float32 (float64 for float64 scores), as Keras's layers compute it.
+        scores = ops.cast(scores, keras.backend.result_type(scores.dtype, "float32"))
         if mask is not None:
             scores = ops.where(ops.expand_dims(mask, 1), scores, -1e9)
-        weights = ops.cast(ops.softmax(scores, axis=-1), values.dtype)
+        if self.use_sinks:
+            # A column of the head's sink logit joins the softmax, and is dropped after it.
+            sinks = ops.cast(ops.reshape(self.sinks, (1, -1, 1, 1)), scores.dtype)
+            sinks = ops.broadcast_to(sinks, (*ops.shape(scores)[:-1], 1))
+            weights = ops.softmax(ops.concatenate([scores, sinks], axis=-1), axis=-1)[..., :-1]
+            weights = ops.cast(weights, values.dtype)
+        else:
+            weights = ops.cast(ops.softmax(scores, axis=-1), values.dtype)
         if self._dropout_rate() > 0.0:
             weights = self._dropout_layer(weights, training=training)
         return ops.einsum("bnqk,bknh->bqnh", weights, values), weights
@@ -412,6 +468,16 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
         query_norm: Optional Keras layer applied to each head's queries `(batch, len, heads,
             key_dim)` before rotation (Qwen3, Gemma 3, OLMo 2). Defaults to `None`.
         key_norm: Optional Keras layer, the same for the keys. Defaults to `None`.
+        value_norm: Optional Keras layer applied to each head's values before caching (Gemma
+            3n's RMS norm without scale). Defaults to `None`.
+        norm_after_rope: Boolean: apply `query_norm` and `key_norm` after the rotation, not
+            before it (HunYuan, Llama 4's L2 norm). Defaults to `False`.
+        clip_qkv: Optional positive number: the query, key and value projections are clipped to
+            `[-clip_qkv, clip_qkv]`, after the query and key norms that precede the rotation
+            (OLMo's, OLMoE's and DBRX's `clip_qkv`). Defaults to `None`.
+        use_sinks: Boolean: a learned logit per head (weight `sinks`, `(num_heads,)`) joins each
+            query's softmax and weights no value (gpt-oss's attention sinks). Defaults to
+            `False`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -473,6 +539,10 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
         logit_soft_cap=None,
         query_norm=None,
         key_norm=None,
+        value_norm=None,
+        norm_after_rope=False,
+        clip_qkv=None,
+        use_sinks=False,
         **kwargs,
     ):
         keras_arguments = {
@@ -486,10 +556,13 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
         keras_arguments.update(_newer_keras_arguments(sliding_window, use_gate))
         super().__init__(num_heads, key_dim, **keras_arguments, **kwargs)
         self._init_positions(
-            rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap, query_norm, key_norm
-        )
+            rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap, query_norm, key_norm,
+            value_norm, norm_after_rope, clip_qkv, use_sinks,
+        )  # fmt: skip
         if self._positions_in_use() and attention_axes not in (None, 1, (1,), [1]):
-            used = ", ".join(f"`{name}`" for name in _POSITION_ARGUMENTS if getattr(self, name) is not None)
+            used = ", ".join(
+                f"`{name}`" for name in _POSITION_ARGUMENTS if getattr(self, name) not in (None, False)
+            )
             raise ValueError(
                 "Positions run along axis 1 (`(batch, len, features)` inputs): `attention_axes` must be "
                 f"None or 1 with {used}. {_validation.received('attention_axes', attention_axes)}"
@@ -548,8 +621,10 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
     `num_key_value_heads`, `dropout`, `use_bias`, `sliding_window`, `flash_attention`, the
     initializers, regularizers and constraints, `use_gate`, `seed`); then, keyword-only,
     `MultiHeadAttention`'s `rope`, `position_bias`, `scaling` (defaulting to
-    `1 / sqrt(head_dim)`), `temperature`, `chunk_size`, `logit_soft_cap`, `query_norm` and
-    `key_norm`.
+    `1 / sqrt(head_dim)`), `temperature`, `chunk_size`, `logit_soft_cap`, `query_norm`,
+    `key_norm`, `value_norm`, `norm_after_rope`, `clip_qkv` and `use_sinks`. Keras's `use_gate` is the output
+    gate of Qwen3-Next and Qwen3.5 (`sigmoid` of a projection of the query input, multiplying
+    each head's output).
 
     Args:
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
@@ -595,6 +670,10 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
         logit_soft_cap=None,
         query_norm=None,
         key_norm=None,
+        value_norm=None,
+        norm_after_rope=False,
+        clip_qkv=None,
+        use_sinks=False,
         **kwargs,
     ):
         keras_arguments = {
@@ -607,8 +686,9 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
         keras_arguments.update(_newer_keras_arguments(sliding_window, use_gate))
         super().__init__(head_dim, num_query_heads, num_key_value_heads, **keras_arguments, **kwargs)
         self._init_positions(
-            rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap, query_norm, key_norm
-        )
+            rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap, query_norm, key_norm,
+            value_norm, norm_after_rope, clip_qkv, use_sinks,
+        )  # fmt: skip
 
     @property
     def _heads(self):
@@ -645,12 +725,16 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
     def from_hf_config(cls, config, layer_index, **kwargs):
         """The attention of decoder layer `layer_index` of a Hugging Face transformers model.
 
-        From the config: the head counts and size, the projections' bias (`attention_bias`; the
-        Qwen2 family's query, key and value biases, whose output projection has none: load zeros
-        there), Gemma 2's `attn_logit_softcapping`, the per-head query and key RMS norms of
-        Qwen3 and Gemma 3 (`query_norm` and `key_norm`; load Gemma's `1 + weight`), and from
-        `tf_posenc.hf_attention_layers(config)[layer_index]` the rope, window, chunk, temperature
-        and softmax scale. Call it with `use_causal_mask=True` (and a cache, for decoding).
+        The whole attention module as the model's transformers 5.25 code has it: from
+        `tf_posenc.hf_attention_layers(config)[layer_index]` the rope, window, chunk,
+        temperature and softmax scale; from the model type's record and the config, the head
+        counts and size, which projections have a bias (a projection without one is loaded with
+        zeros), the query and key norms (`HeadNormalization`, before or after the rotation),
+        Gemma 3n's value norm, `clip_qkv`, the soft cap, sinks and the output gate. Load the
+        checkpoint's weights with `tf_posenc.load_hf_attention_weights`, which knows the module's
+        names and fused layouts. A module with a mechanism the layer does not have (the porting
+        page lists them) is a `ValueError` naming it. Call the layer with `use_causal_mask=True`
+        (and a cache, for decoding).
 
         Args:
             config: As for `tf_posenc.hf_attention_layers`.
@@ -692,21 +776,47 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
             )
         heads = read["num_attention_heads"]
         head_dim = read.get("head_dim") or read["hidden_size"] // heads
-        model_type = read.get("model_type") or ""
+        kv_heads = (
+            read.get("num_key_value_heads") or _hf_attention.default(read, "num_key_value_heads") or heads
+        )
+        module = _hf_attention.module_record(read, heads, kv_heads, head_dim, entry)
+        rope = entry.rope
+        if rope is not None and "dtype" in kwargs:
+            # The rotation follows the layer's policy: a float64 layer rotates with float64 rows.
+            rope = rope.__class__.from_config({**rope.get_config(), "dtype": kwargs["dtype"], "name": None})
+        scaling = entry.scaling
+        if module.score_scale is not None:
+            scaling = (module.head_dim**-0.5 if scaling is None else scaling) * module.score_scale
         arguments = {
-            "use_bias": bool(read.get("attention_bias")) or model_type.startswith("qwen2"),
-            "rope": entry.rope,
-            "scaling": entry.scaling,
+            "use_bias": bool(module.biases),
+            "rope": rope,
+            "scaling": scaling,
             "temperature": entry.temperature,
             "chunk_size": entry.chunk_size,
-            "logit_soft_cap": read.get("attn_logit_softcapping"),
+            "logit_soft_cap": module.soft_cap,
+            "clip_qkv": module.clip_qkv,
+            "use_sinks": module.sinks,
         }
+        if module.gate is not None:
+            arguments["use_gate"] = True
         if entry.sliding_window is not None:
             # transformers' causal window (q - W < k <= q) is Keras's band of W with the causal
             # mask; its bidirectional one (|q - k| <= W) is Keras's band of W + 1.
             arguments["sliding_window"] = entry.sliding_window + (0 if entry.causal else 1)
-        if model_type in _QUERY_KEY_NORMS:
-            epsilon = read.get("rms_norm_eps", 1e-6)
-            arguments["query_norm"] = keras.layers.RMSNormalization(epsilon=epsilon, name="query_norm")
-            arguments["key_norm"] = keras.layers.RMSNormalization(epsilon=epsilon, name="key_norm")
-        return cls(head_dim, heads, read.get("num_key_value_heads") or heads, **{**arguments, **kwargs})
+        norm = module.norm
+        if norm is not None:
+            options = {
+                "method": norm.method, "epsilon": module.epsilon, "axis": norm.axis,
+                "per_head": norm.per_head, "scale": norm.scale, "center": norm.center,
+            }  # fmt: skip
+            if "dtype" in kwargs:
+                options["dtype"] = kwargs["dtype"]
+            arguments["query_norm"] = HeadNormalization(**options, name="query_norm")
+            arguments["key_norm"] = HeadNormalization(**options, name="key_norm")
+            arguments["norm_after_rope"] = norm.after_rope
+            if norm.values:
+                options.update(method="rms", axis=-1, per_head=False, scale=False, center=False)
+                arguments["value_norm"] = HeadNormalization(**options, name="value_norm")
+        layer = cls(module.head_dim, heads, module.kv_heads, **{**arguments, **kwargs})
+        layer._hf_module = module  # what `load_hf_attention_weights` loads
+        return layer

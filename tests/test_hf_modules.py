@@ -1,0 +1,155 @@
+"""Whole attention modules against transformers 5.25's own: each text model type's distinct
+attention layers, and variants with its biases, norms and clamp switched on and its other layouts
+(`tests/transformers_modules_5_25.json`, printed by `print_transformers.py modules` in float64
+with `fingerprints.module_weights` under the modules' state-dict names), built by
+`GroupQueryAttention.from_hf_config` from the same config, loaded by `load_hf_attention_weights`
+and called on the same hidden states at the same positions. A module the layer cannot build is
+refused by name, never loaded into a wrong answer."""
+
+import json
+import pathlib
+
+import keras
+import numpy as np
+import pytest
+from fingerprints import MODULE_POSITIONS, module_input, module_weights
+
+import tf_posenc
+
+PRINTED = json.loads((pathlib.Path(__file__).parent / "transformers_modules_5_25.json").read_text())
+TYPES = PRINTED["types"]
+CASES = [
+    (name, key)
+    for name, entry in sorted(TYPES.items())
+    for key, layer in entry.get("layers", {}).items()
+    if "error" not in layer
+]
+PREFIX = "model.layers.0.self_attn."
+# GPT-J's and CodeGen's frequencies are float32 in transformers whatever it runs in
+# (`10000 ** (arange(int64) / dim)`, torch's default float dtype): 1.5e-9 and 2.3e-9 off.
+BOUNDS = {"gptj": 1e-8, "codegen": 1e-8}
+# The model types refused, with the words of the mechanism their error names: by
+# `from_hf_config` (the module), or already by `hf_attention_layers` (the positions).
+REFUSED = {
+    "beam": "query temperature",
+    "bitnet": "attn_sub_norm",
+    "diffllama": "differential attention",
+    "diffusion_gemma_text": "per_layer_config",
+    "doge": "dynamic mask",
+    "dory": "sqk",
+    "ernie4_5_vl_moe_text": "M-RoPE",
+    "gemma4_text": "per_layer_config",
+    "gemma4_unified_text": "per_layer_config",
+    "jetmoe": "mixture of attention experts",
+    "laguna": "softplus",
+    "mimo_v2_flash": "v_head_dim",
+    "minimax_m3_vl_text": "MiniMax-M3",
+    "muse_glimmer_text": "qk_scale_factor",
+    "muse_spark_text": "qk_scale_factor",
+    "nanochat": "minus the angle",
+    "qwen4_exp_text": "indexer",
+    "zamba2": "twice the hidden size",
+}
+# Refused on some layer types only.
+REFUSED_LAYERS = {("kolibri1_1", "indexed_attention"): "indexer"}
+
+
+def model_type(name):
+    return TYPES[name].get("model_type", name)
+
+
+def refusal(name, key):
+    words = REFUSED.get(model_type(name))
+    return words or REFUSED_LAYERS.get((model_type(name), key.split(":")[1]))
+
+
+def build(name, key):
+    """The printed case's layer as a user builds it, its weights, and the printed output."""
+    entry = TYPES[name]
+    case = entry["layers"][key]
+    config = {"model_type": model_type(name), **entry["config"]}
+    layer = tf_posenc.GroupQueryAttention.from_hf_config(config, case["layer_index"], dtype="float64")
+    shapes = {name: tuple(shape) for name, shape in case["shapes"].items()}
+    weights = {PREFIX + name: value for name, value in module_weights(shapes).items()}
+    return layer, weights, np.asarray(case["output"])
+
+
+def call(layer, hidden_size):
+    hidden = module_input(hidden_size)
+    positions = np.asarray([MODULE_POSITIONS], "int32")
+    output = layer(hidden, hidden, query_positions=positions, key_positions=positions, use_causal_mask=True)
+    return keras.ops.convert_to_numpy(output)
+
+
+# One case of each mechanism and layout runs in the quick suite; every case runs with `slow`
+# (each builds a rope of its own, whose rows are traced once: 0.4 s a case).
+QUICK = {
+    "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "gemma3n_text", "olmo+on", "olmoe+on",
+    "olmo2", "molmo2_text+olmo", "stablelm+on", "cohere+on", "chameleon", "persimmon", "phi+on", "phi3",
+    "gpt_neox", "falcon+on", "falcon+new", "falcon+heads", "gptj", "codegen", "dbrx+on", "hunyuan_v1_dense",
+    "llama4_text", "gpt_oss", "qwen3_next", "minicpm5_moe", "hrm_text+on", "lfm3", "step3p5", "ergo",
+    "seed_oss+on", "recurrent_gemma", "modernbert-decoder", "moshi", "lfm2", "glm4_moe+on",
+}  # fmt: skip
+
+
+def cases(selected, quick=QUICK):
+    return [
+        pytest.param(
+            name, key, id=f"{name}-{key}", marks=() if quick is None or name in quick else pytest.mark.slow
+        )
+        for name, key in selected
+    ]
+
+
+ACCEPTED = cases(case for case in CASES if refusal(*case) is None)
+REFUSALS = cases((case for case in CASES if refusal(*case) is not None), quick=None)  # no call: all quick
+
+
+@pytest.mark.parametrize("name, key", ACCEPTED)
+def test_the_whole_module_is_transformers(name, key):
+    layer, weights, theirs = build(name, key)
+    tf_posenc.load_hf_attention_weights(layer, weights, PREFIX)
+    ours = call(layer, layer._hf_module.hidden_size)
+    theirs = theirs.reshape(ours.shape)
+    bound = BOUNDS.get(model_type(name), 1e-9)
+    assert np.abs(ours - theirs).max() <= bound * np.abs(theirs).max()
+
+
+@pytest.mark.parametrize("name, key", REFUSALS)
+def test_a_module_the_layer_lacks_is_refused_by_name(name, key):
+    with pytest.raises(ValueError, match="mechanism") as error:
+        build(name, key)
+    assert refusal(name, key) in str(error.value)
+    assert repr(model_type(name)) in str(error.value)
+
+
+# One case of each loading path: separate projections with norms split per head, a fused
+# projection by heads, Falcon's grouped one, an interleaved gate, sinks.
+LOADER_CASES = [
+    ("stablelm+on", "StableLmAttention:None"),
+    ("gpt_neox", "GPTNeoXAttention:None"),
+    ("falcon+new", "FalconAttention:None"),
+    ("qwen3_next", "Qwen3NextAttention:full_attention"),
+    ("gpt_oss", "GptOssAttention:sliding_attention"),
+]
+
+
+@pytest.mark.parametrize("name, key", LOADER_CASES, ids=[name for name, _ in LOADER_CASES])
+def test_the_loader_uses_every_weight_and_nothing_else(name, key):
+    layer, weights, _ = build(name, key)
+    for missing in weights:
+        partial = {other: value for other, value in weights.items() if other != missing}
+        with pytest.raises(ValueError, match=f"has no `{missing}`"):
+            tf_posenc.load_hf_attention_weights(layer, partial, PREFIX)
+    stray = PREFIX + "o_proj.lora_A.weight"
+    with pytest.raises(ValueError, match=f"`{stray}`.*does not use"):
+        tf_posenc.load_hf_attention_weights(layer, {**weights, stray: np.ones((2, 2))}, PREFIX)
+    first = sorted(weights)[0]
+    with pytest.raises(ValueError, match=f"`{first}` must have shape"):
+        tf_posenc.load_hf_attention_weights(layer, {**weights, first: np.ones(3)}, PREFIX)
+
+
+def test_the_loader_takes_a_layer_from_a_config_only():
+    layer = tf_posenc.GroupQueryAttention(8, 4, 2)
+    with pytest.raises(ValueError, match="`layer` must come from `GroupQueryAttention.from_hf_config`"):
+        tf_posenc.load_hf_attention_weights(layer, {}, PREFIX)

@@ -1,0 +1,380 @@
+"""Internal: what each transformers model type's attention module does besides its positions.
+
+One record per model type (`FAMILIES`, what differs from Llama's attention), read with the
+config (`module_record`): the projections and their names, fused layouts, which projections
+have a bias, the query/key norms, `clip_qkv`, the soft cap, sinks and the output gate. A config
+key a record reads takes its config class's default where the config omits it
+(`_hf_module_defaults`, printed from transformers 5.25). Plain Python: the layers read the
+records (`GroupQueryAttention.from_hf_config`, `load_hf_attention_weights`); nothing here
+imports a layer.
+"""
+
+from typing import NamedTuple
+
+from tf_posenc import _hf_module_defaults
+
+_SEPARATE = (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("o", "o_proj"))
+
+
+class Norm(NamedTuple):
+    """A module's query and key norms, as `HeadNormalization` takes them."""
+
+    method: str = "rms"  # "rms" or "layer"
+    axis: object = -1  # -1: each head; (-2, -1): the whole projection (OLMo 2's)
+    per_head: bool = False  # a scale per head, normalised per head (Cohere's, Chameleon's)
+    scale: bool = True
+    center: bool = False
+    offset: float = 0.0  # Gemma's and Qwen3-Next's `1 + weight`
+    epsilon: object = "rms_norm_eps"  # a config key, or a constant
+    after_rope: bool = False
+    names: tuple = ("q_norm", "k_norm")
+    when: str | None = None  # the config key that turns the norms on
+    split: bool = False  # one module per head, `<name>.norms.<h>` (StableLM)
+    rope_layers_only: bool = False  # Llama 4's: only on the layers that rotate
+    values: bool = False  # and an RMS norm of each value head without scale (Gemma 3n)
+
+
+class Family(NamedTuple):
+    """What a model type's attention module does that Llama's does not. `names`: each role's
+    state-dict child (`q`, `k`, `v`, `o`; `qkv` for a fused projection; `gate`). `fused`: the
+    rows of a fused projection (`"qkv"`: [q; k; v]; `"per_head"`: GPT-NeoX's [q_h, k_h, v_h] per
+    head; `"codegen"`: CodeGen's four blocks of [q, v, k]; `"falcon"`: Falcon's, by its config).
+    `bias`: a config key (or a constant) and the projections it gives a bias; `out_bias` another
+    for the output projection's. `norm`: a `Norm`, or a function of the config giving one (or
+    None). `gate`: `"interleaved"` (the query projection gives each head's query, then its gate:
+    Qwen3-Next's), `"separate"` (a projection of its own, one gate per feature) or `"per_head"`
+    (one gate per head); all `sigmoid`. `score_scale`: a config key whose value multiplies the
+    scores of the layers without a window (Ergo's `global_attention_scale`). `refused`: the
+    mechanism the layer does not have. A bias role `g` is the gate projection's."""
+
+    names: dict = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj"}
+    fused: str | None = None
+    bias: tuple = ("attention_bias", "qkvo")
+    out_bias: object = None
+    norm: object = None
+    clip_key: str | None = None
+    soft_cap_key: str | None = None
+    sinks: bool = False
+    gate: str | None = None
+    score_scale: str | None = None
+    kv_heads: str | None = None  # a config key of its own (DBRX's `attn_config.kv_n_heads`)
+    derived_head_dim: bool = False  # `hidden_size // num_attention_heads`, whatever `head_dim` says
+    refused: str | None = None
+    refused_unrotated: str | None = None  # the mechanism of its layers without rotation
+
+
+class Module(NamedTuple):
+    """One layer's attention module, read from a config: what the layer builds and the loader
+    loads. `projections` maps a role (`q`, `k`, `v`, `o`, `qkv`, `gate`) to its state-dict
+    child name."""
+
+    model_type: str
+    hidden_size: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    projections: dict
+    fused: str | None
+    biases: frozenset
+    norm: Norm | None
+    epsilon: float | None
+    clip_qkv: float | None
+    soft_cap: float | None
+    sinks: bool
+    gate: str | None
+    score_scale: float | None
+
+
+_LLAMA = Family().names
+_QK = Norm()
+_QK_ALL = Norm(axis=(-2, -1))  # OLMo 2's: over all heads' features, a scale per feature
+_QK_OFFSET = Norm(offset=1.0)
+_QKV_ONLY = ("attention_bias", "qkv")
+_SINKS = Family(sinks=True)
+_PERSIMMON_QK = Norm(
+    method="layer",
+    center=True,
+    epsilon="layer_norm_eps",
+    names=("q_layernorm", "k_layernorm"),
+    when="qk_layernorm",
+)
+
+
+def _molmo2_norm(config):
+    return _QK_ALL if _value(config, "qk_norm_type") == "olmo" else _QK
+
+
+def _refused(mechanism):
+    return Family(refused=mechanism)
+
+
+_GEMMA4 = _refused(
+    "Gemma 4's layers of different head sizes and key-value heads (`per_layer_config`), keys "
+    "reused as values on its full layers (`attention_k_eq_v`)"
+)
+
+FAMILIES = {
+    # Biases on some projections only, or by other keys.
+    **dict.fromkeys(
+        ("qwen2", "qwen2_vl_text", "qwen2_5_vl_text", "qwen2_5_omni_text", "glm4v_text"),
+        Family(bias=(True, "qkv")),
+    ),
+    "qwen2_moe": Family(bias=("qkv_bias", "qkv")),
+    **dict.fromkeys(("glm", "glm4", "glm4v_moe_text", "helium", "solar_open"), Family(bias=_QKV_ONLY)),
+    "glm4_moe": Family(bias=_QKV_ONLY, norm=Norm(when="use_qk_norm")),
+    "paddleocr_vl_text": Family(bias=("use_bias", "qkvo")),
+    "seed_oss": Family(bias=_QKV_ONLY, out_bias="attention_out_bias"),
+    "recurrent_gemma": Family(bias=_QKV_ONLY, out_bias=True),
+    **dict.fromkeys(
+        ("ernie4_5", "ernie4_5_moe", "ernie4_5_vl_moe_text", "starcoder2"), Family(bias=("use_bias", "qkvo"))
+    ),
+    # Other names, fused projections.
+    "gptj": Family(names={**_LLAMA, "o": "out_proj"}, bias=(False, ""), derived_head_dim=True),
+    "modernbert-decoder": Family(names={**_LLAMA, "o": "Wo"}),
+    **dict.fromkeys(
+        ("moshi", "kyutai_speech_to_text"),
+        Family(names={role: f"{name}.linear" for role, name in _LLAMA.items()}, bias=(False, "")),
+    ),
+    **dict.fromkeys(
+        ("phi3", "phi4_multimodal"),
+        Family(names={"qkv": "qkv_proj", "o": "o_proj"}, fused="qkv", bias=(False, "")),
+    ),
+    "dbrx": Family(
+        names={"qkv": "Wqkv", "o": "out_proj"},
+        fused="qkv",
+        bias=(False, ""),
+        clip_key="attn_config.clip_qkv",
+        kv_heads="attn_config.kv_n_heads",
+        derived_head_dim=True,
+    ),  # fmt: skip
+    "codegen": Family(
+        names={"qkv": "qkv_proj", "o": "out_proj"}, fused="codegen", bias=(False, ""), derived_head_dim=True
+    ),
+    "gpt_neox": Family(
+        names={"qkv": "query_key_value", "o": "dense"}, fused="per_head", derived_head_dim=True
+    ),
+    "gpt_neox_japanese": Family(
+        names={"qkv": "query_key_value", "o": "dense"},
+        fused="per_head",
+        bias=(False, ""),
+        derived_head_dim=True,
+    ),
+    "falcon": Family(
+        names={"qkv": "query_key_value", "o": "dense"},
+        fused="falcon",
+        bias=("bias", "qkvo"),
+        derived_head_dim=True,
+    ),
+    "persimmon": Family(
+        names={"qkv": "query_key_value", "o": "dense"},
+        fused="per_head",
+        bias=(True, "qkvo"),
+        norm=_PERSIMMON_QK,
+        derived_head_dim=True,
+    ),  # fmt: skip
+    "phi": Family(names={**_LLAMA, "o": "dense"}, bias=(True, "qkvo"), norm=_PERSIMMON_QK),
+    "ergo": Family(
+        names={"qkv": "qkv_proj", "o": "o_proj"},
+        fused="qkv",
+        bias=(False, ""),
+        norm=_QK,
+        score_scale="global_attention_scale",
+    ),
+    # Query and key norms.
+    **dict.fromkeys(
+        (
+            "qwen3",
+            "qwen3_moe",
+            "qwen3_vl_text",
+            "qwen3_vl_moe_text",
+            "qwen3_omni_moe_text",
+            "apertus",
+            "apertus1p5_text",
+            "dots1",
+            "exaone4",
+            "exaone_moe",
+            "hy_v3",
+            "kolibri1",
+            "lara_mini",
+            "mellum",
+        ),
+        Family(norm=_QK),
+    ),  # fmt: skip
+    "kolibri1_1": Family(
+        norm=_QK,
+        refused_unrotated=(
+            "Kolibri 1.1's indexed layers, which attend to the keys an indexer selects (`index_topk` of "
+            "`index_pool_size`, with sink and local tokens)"
+        ),
+    ),
+    "gemma3_text": Family(norm=_QK_OFFSET),
+    "gemma3n_text": Family(norm=Norm(values=True)),
+    **dict.fromkeys(("olmo2", "olmo3", "olmo_hybrid", "flex_olmo", "minimax_m2"), Family(norm=_QK_ALL)),
+    "olmoe": Family(norm=_QK_ALL, clip_key="clip_qkv"),
+    "olmo": Family(clip_key="clip_qkv"),
+    "molmo2_text": Family(bias=_QKV_ONLY, norm=_molmo2_norm),
+    "stablelm": Family(
+        bias=("use_qkv_bias", "qkv"),
+        norm=Norm(
+            method="layer",
+            epsilon="layer_norm_eps",
+            names=("q_layernorm", "k_layernorm"),
+            when="qk_layernorm",
+            per_head=True,
+            split=True,
+        ),
+    ),  # fmt: skip
+    "cohere": Family(norm=Norm(method="layer", per_head=True, epsilon="layer_norm_eps", when="use_qk_norm")),
+    "chameleon": Family(norm=Norm(method="layer", per_head=True, center=True, epsilon=1e-5)),
+    **dict.fromkeys(
+        ("hunyuan_v1_dense", "hunyuan_v1_moe"),
+        Family(norm=Norm(after_rope=True, names=("query_layernorm", "key_layernorm"))),
+    ),
+    **dict.fromkeys(
+        ("lfm2", "lfm2_moe"),
+        Family(
+            names={**_LLAMA, "o": "out_proj"},
+            bias=(False, ""),
+            norm=Norm(epsilon="norm_eps", names=("q_layernorm", "k_layernorm")),
+        ),
+    ),  # fmt: skip
+    "llama4_text": Family(
+        norm=Norm(scale=False, after_rope=True, names=(), when="use_qk_norm", rope_layers_only=True)
+    ),
+    # Soft caps, sinks, gates.
+    **dict.fromkeys(("gemma2", "vaultgemma"), Family(soft_cap_key="attn_logit_softcapping")),
+    **dict.fromkeys(("gpt_oss", "granite_swa", "granitemoe_swa"), _SINKS),
+    "flint": Family(norm=_QK, sinks=True),
+    **dict.fromkeys(
+        ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"), Family(norm=_QK_OFFSET, gate="interleaved")
+    ),
+    "minicpm5_moe": Family(names={**_LLAMA, "q": "q_gate_proj"}, gate="interleaved"),
+    "hrm_text": Family(
+        names={**_LLAMA, "gate": "gate_proj"}, bias=("attention_bias", "qkvog"), gate="separate"
+    ),
+    "afmoe": Family(names={**_LLAMA, "gate": "gate_proj"}, norm=_QK, gate="separate"),
+    "lfm3": Family(names={**_LLAMA, "gate": "g_proj"}, norm=_QK, gate="per_head"),
+    "step3p5": Family(names={**_LLAMA, "gate": "g_proj"}, norm=_QK_OFFSET, gate="per_head"),
+    # Mechanisms the layer does not have.
+    "gemma4_text": _GEMMA4,
+    "gemma4_unified_text": _GEMMA4,
+    "diffusion_gemma_text": _GEMMA4,
+    "diffllama": _refused(
+        "DiffLlama's differential attention (two softmaxes subtracted with a learned `lambda`)"
+    ),
+    "doge": _refused("Doge's dynamic mask (a learned bias per key from `dt_proj` and `A`)"),
+    "dory": _refused("Dory's learned query-key scales (`sqk`) and gate (`s_gate`)"),
+    "bitnet": _refused("BitNet's norm of the attention output (`attn_sub_norm`) and its ternary projections"),
+    "jetmoe": _refused("JetMoE's mixture of attention experts (its queries and outputs routed per token)"),
+    "laguna": _refused("Laguna's `softplus` output gate"),
+    "mimo_v2_flash": _refused(
+        "MiMo-V2-Flash's values of another head size (`v_head_dim`), scaled values and doubled key-value "
+        "heads on its sliding layers"
+    ),
+    "zamba2": _refused(
+        "Zamba2's shared attention: inputs twice the hidden size (the hidden states with the embeddings) and "
+        "per-layer adapters"
+    ),
+    "qwen4_exp_text": _refused("Qwen4-Exp's learned indexer, which chooses the keys each query attends to"),
+}
+
+
+def family(model_type):
+    return FAMILIES.get(model_type, Family())
+
+
+def default(config, key):
+    """The config class's default of `key` for the model type of `config`, or None."""
+    return _hf_module_defaults.DEFAULTS.get(config.get("model_type"), {}).get(key)
+
+
+def _value(config, key):
+    """A config key (`"a.b"`: key `b` of the dict at `a`), or its config class's default where
+    the config omits it; a constant as itself."""
+    if not isinstance(key, str):
+        return key
+    if "." in key:
+        outer, inner = key.split(".", 1)
+        nested = config.get(outer)
+        nested = nested if isinstance(nested, dict) else vars(nested) if nested is not None else {}
+        return nested.get(inner)
+    if config.get(key) is not None:
+        return config[key]
+    return default(config, key)
+
+
+def _gate(model_type, config, record):
+    """The gate a config turns on: LFM3's `use_attention_gate`, Step-3.5's `gating` (per head, or
+    per feature)."""
+    if model_type == "lfm3" and _value(config, "use_attention_gate") is False:
+        return None
+    if model_type == "step3p5":
+        gating = _value(config, "gating")
+        if gating is False:
+            return None
+        return "per_head" if gating in (True, None, "per-head") else "separate"
+    return record.gate
+
+
+def _falcon_layout(config, heads):
+    """Falcon's key-value heads and fused layout: its new decoder architecture groups
+    `num_kv_heads`; the older one has one key-value head (`multi_query`) or one per head."""
+    if _value(config, "new_decoder_architecture"):
+        return _value(config, "num_kv_heads"), "falcon"
+    if _value(config, "multi_query"):
+        return 1, "falcon_multi_query"
+    return heads, "per_head"
+
+
+def module_record(config, heads, kv_heads, head_dim, layer):
+    """The `Module` of decoder layer `layer` (an `attention.AttentionLayer`) of a config read by
+    `_hf_config.read`, with the head counts and size the plan gives; a `ValueError` naming the
+    mechanism for a module the layer does not build."""
+    model_type = config.get("model_type") or ""
+    record = family(model_type)
+    refused = record.refused or (record.refused_unrotated if layer.rope is None else None)
+    if refused is not None:
+        raise ValueError(
+            f"The attention module of model_type={model_type!r} needs a mechanism `GroupQueryAttention` "
+            f"does not have: {refused}. `hf_attention_layers(config)` gives its positions."
+        )
+    if record.derived_head_dim:
+        head_dim = config["hidden_size"] // heads
+    if record.kv_heads is not None:
+        kv_heads = _value(config, record.kv_heads) or 1  # DbrxAttentionConfig's default
+    fused = record.fused
+    if fused == "falcon":
+        kv_heads, fused = _falcon_layout(config, heads)
+    bias_key, with_bias = record.bias
+    biases = set(with_bias) if _value(config, bias_key) else set()
+    if record.out_bias is not None:
+        biases.discard("o")
+        if _value(config, record.out_bias):
+            biases.add("o")
+    norm = record.norm(config) if callable(record.norm) else record.norm
+    if norm is not None and norm.when is not None and not _value(config, norm.when):
+        norm = None
+    if norm is not None and norm.rope_layers_only and layer.rope is None:
+        norm = None
+    clip = None if record.clip_key is None else _value(config, record.clip_key)
+    soft_cap = None if record.soft_cap_key is None else _value(config, record.soft_cap_key)
+    score_scale = None
+    if record.score_scale is not None and layer.sliding_window is None:
+        score_scale = _value(config, record.score_scale)
+    return Module(
+        model_type=model_type,
+        hidden_size=config["hidden_size"],
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        projections=dict(record.names),
+        fused=fused,
+        biases=frozenset(biases),
+        norm=norm,
+        epsilon=None if norm is None else float(_value(config, norm.epsilon)),
+        clip_qkv=None if clip is None else float(clip),
+        soft_cap=None if soft_cap is None else float(soft_cap),
+        sinks=record.sinks,
+        gate=_gate(model_type, config, record),
+        score_scale=None if score_scale is None else float(score_scale),
+    )

@@ -1,0 +1,207 @@
+"""Loading a transformers attention module's weights into `GroupQueryAttention`."""
+
+import numpy as np
+
+from tf_posenc import _validation
+
+
+def _split_fused(module, fused):
+    """(q, k, v) row blocks `(heads * head_dim, ...)` of a fused projection's weight or bias,
+    in the module's layout."""
+    heads, kv_heads, head_dim = module.heads, module.kv_heads, module.head_dim
+    rest = fused.shape[1:]
+    if module.fused == "qkv":  # Phi-3's `qkv_proj`: rows [q; k; v]
+        q_rows, kv_rows = heads * head_dim, kv_heads * head_dim
+        return fused[:q_rows], fused[q_rows : q_rows + kv_rows], fused[q_rows + kv_rows :]
+    if module.fused == "per_head":  # GPT-NeoX's `query_key_value`: [q_h, k_h, v_h] per head
+        blocks = fused.reshape(heads, 3, head_dim, *rest)
+        return (blocks[:, index].reshape(heads * head_dim, *rest) for index in range(3))
+    if module.fused == "codegen":  # four blocks, each [q, v, k] of a quarter of the heads
+        blocks = fused.reshape(4, 3, -1, *rest)
+        return (blocks[:, index].reshape(heads * head_dim, *rest) for index in (0, 2, 1))
+    if module.fused == "falcon":  # per key-value group: its query heads, then its key and value
+        group = heads // kv_heads
+        blocks = fused.reshape(kv_heads, group + 2, head_dim, *rest)
+        return (
+            blocks[:, :group].reshape(heads * head_dim, *rest),
+            blocks[:, group].reshape(kv_heads * head_dim, *rest),
+            blocks[:, group + 1].reshape(kv_heads * head_dim, *rest),
+        )
+    if module.fused == "falcon_multi_query":  # rows [q; k; v], one key-value head
+        q_rows = heads * head_dim
+        return fused[:q_rows], fused[q_rows : q_rows + head_dim], fused[q_rows + head_dim :]
+    raise AssertionError(module.fused)
+
+
+def load_hf_attention_weights(layer, weights, prefix):
+    """Loads every weight of a transformers attention module into `layer`.
+
+    `layer` is a `GroupQueryAttention` made by `GroupQueryAttention.from_hf_config`, which
+    knows the module's projections (separate, or fused as Phi-3's `qkv_proj`, GPT-NeoX's and
+    Persimmon's `query_key_value` split per head, Falcon's grouped and multi-query layouts),
+    its biases, query and key norms (Gemma's `1 + weight` loaded as the scale), sinks and output
+    gate. Every weight under `prefix` must be used, every weight the layer needs must be there,
+    and every shape must match: anything else is a `ValueError` naming the weight, so a
+    mechanism the layer does not build shows as an error, never as a wrong number.
+
+    Args:
+        layer: A `GroupQueryAttention` from `GroupQueryAttention.from_hf_config`.
+        weights: Mapping of transformers' state-dict names to arrays (NumPy, or anything
+            `numpy.asarray` takes: a safetensors file's tensors, a torch state dict's
+            `.numpy()`).
+        prefix: String. The module's prefix in `weights`, for example
+            `"model.layers.0.self_attn."`.
+
+    Example:
+
+        >>> import numpy as np, tf_posenc
+        >>> config = {"model_type": "llama", "hidden_size": 8, "num_attention_heads": 2,
+        ...           "num_key_value_heads": 1, "num_hidden_layers": 1}
+        >>> layer = tf_posenc.GroupQueryAttention.from_hf_config(config, 0)
+        >>> shapes = {"q_proj": (8, 8), "k_proj": (4, 8), "v_proj": (4, 8), "o_proj": (8, 8)}
+        >>> weights = {f"layers.0.self_attn.{name}.weight": np.ones(shape) for name, shape in shapes.items()}
+        >>> tf_posenc.load_hf_attention_weights(layer, weights, "layers.0.self_attn.")
+        >>> del weights["layers.0.self_attn.o_proj.weight"]
+        >>> tf_posenc.load_hf_attention_weights(layer, weights, "layers.0.self_attn.")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: `weights` has no `layers.0.self_attn.o_proj.weight`, which the attention ...
+    """
+    module = getattr(layer, "_hf_module", None)
+    if module is None:
+        raise ValueError(
+            "`layer` must come from `GroupQueryAttention.from_hf_config`, which records the module's "
+            f"projections and norms. {_validation.received('layer', layer)}"
+        )
+    if not isinstance(prefix, str):
+        raise ValueError(f"`prefix` must be a string. {_validation.received('prefix', prefix)}")
+    given = {name[len(prefix) :]: name for name in weights if name.startswith(prefix)}
+    used = set()
+
+    def take(name):
+        if name not in given:
+            raise ValueError(
+                f"`weights` has no `{prefix}{name}`, which the attention module of "
+                f"model_type={module.model_type!r} has."
+            )
+        used.add(name)
+        return np.asarray(weights[given[name]], dtype="float64")
+
+    hidden, heads, kv_heads, head_dim = module.hidden_size, module.heads, module.kv_heads, module.head_dim
+    names = module.projections
+    matrices, biases = {}, {}
+    if module.fused is None:
+        for role in ("q", "k", "v"):
+            matrices[role] = take(f"{names[role]}.weight")
+            if role in module.biases:
+                biases[role] = take(f"{names[role]}.bias")
+    else:
+        fused_rows = (heads + 2 * kv_heads) * head_dim
+        name = f"{prefix}{names['qkv']}"
+        matrices["q"], matrices["k"], matrices["v"] = _split_fused(
+            module, _shaped(take(f"{names['qkv']}.weight"), (fused_rows, hidden), f"{name}.weight")
+        )
+        if module.biases & {"q", "k", "v"}:
+            bias = _shaped(take(f"{names['qkv']}.bias"), (fused_rows,), f"{name}.bias")
+            biases["q"], biases["k"], biases["v"] = _split_fused(module, bias)
+    matrices["o"] = take(f"{names['o']}.weight")
+    if "o" in module.biases:
+        biases["o"] = take(f"{names['o']}.bias")
+    if module.gate == "separate":
+        matrices["gate"] = take(f"{names['gate']}.weight")
+        if "g" in module.biases:
+            biases["gate"] = take(f"{names['gate']}.bias")
+    elif module.gate == "per_head":  # one gate per head: its row repeated over the head's features
+        gate = _shaped(take(f"{names['gate']}.weight"), (heads, hidden), f"{prefix}{names['gate']}.weight")
+        matrices["gate"] = np.repeat(gate, head_dim, axis=0)
+    elif module.gate == "interleaved":  # per head: its query's features, then its gate's
+        both = _shaped(matrices["q"], (heads * 2 * head_dim, hidden), f"{prefix}{names['q']}.weight")
+        both = both.reshape(heads, 2, head_dim, hidden)
+        matrices["q"], matrices["gate"] = (
+            both[:, index].reshape(heads * head_dim, hidden) for index in (0, 1)
+        )
+        if "q" in biases:
+            pair = biases["q"].reshape(heads, 2, head_dim)
+            biases["q"], biases["gate"] = pair[:, 0].reshape(-1), pair[:, 1].reshape(-1)
+    rows = {"q": heads, "k": kv_heads, "v": kv_heads, "gate": heads}
+    values = {}
+    for role, sublayer in (("q", "query"), ("k", "key"), ("v", "value"), ("gate", "gate")):
+        if role not in matrices:
+            continue
+        name = f"{prefix}{names.get(role) or names.get('qkv')}.weight"
+        matrix = _shaped(matrices[role], (rows[role] * head_dim, hidden), name)
+        values[f"{sublayer}/kernel"] = matrix.T.reshape(hidden, rows[role], head_dim)
+        if layer.use_bias:
+            bias = biases.get(role, np.zeros(rows[role] * head_dim))
+            values[f"{sublayer}/bias"] = _shaped(
+                bias, (rows[role] * head_dim,), name[: -len("weight")] + "bias"
+            )
+            values[f"{sublayer}/bias"] = values[f"{sublayer}/bias"].reshape(rows[role], head_dim)
+    output = _shaped(matrices["o"], (hidden, heads * head_dim), f"{prefix}{names['o']}.weight")
+    values["attention_output/kernel"] = output.T.reshape(heads, head_dim, hidden)
+    if layer.use_bias:
+        name = f"{prefix}{names['o']}.bias"
+        values["attention_output/bias"] = _shaped(biases.get("o", np.zeros(hidden)), (hidden,), name)
+    if module.norm is not None and module.norm.names:
+        for norm_layer, name, count in (
+            (layer.query_norm, module.norm.names[0], heads),
+            (layer.key_norm, module.norm.names[1], kv_heads),
+        ):
+            values.update(_norm_values(module, norm_layer, name, count, take, prefix))
+    if module.sinks:
+        values["sinks"] = _shaped(take("sinks"), (heads,), f"{prefix}sinks")
+    unused = sorted(given[name] for name in set(given) - used)
+    if unused:
+        raise ValueError(
+            f"`weights` has {', '.join(f'`{name}`' for name in unused)} under `{prefix}`, which "
+            f"the layer built for model_type={module.model_type!r} does not use: its module has "
+            "a mechanism the layer lacks, or the prefix covers more than the attention module."
+        )
+    layer.build((None, None, hidden), (None, None, hidden))
+    for variable in layer.weights:
+        path = variable.path.split("/", 1)[1]
+        if path not in values:
+            raise AssertionError(f"no value for {variable.path}")
+        variable.assign(np.asarray(values[path]).reshape(tuple(variable.shape)).astype(variable.dtype))
+
+
+def _norm_values(module, norm_layer, name, count, take, prefix):
+    """The variables of one query or key norm, by their paths below the attention layer."""
+    norm = module.norm
+    values = {}
+    head_dim = module.head_dim
+    shape = (count, head_dim) if (norm.per_head or norm.axis != -1) else (head_dim,)
+    parts = [("scale", "weight")] if norm.scale else []
+    if norm.center:
+        parts.append(("bias", "bias"))
+    for variable, suffix in parts:
+        if norm.split:  # StableLM's one norm per head
+            value = np.stack(
+                [
+                    _shaped(
+                        take(f"{name}.norms.{head}.{suffix}"),
+                        (head_dim,),
+                        f"{prefix}{name}.norms.{head}.{suffix}",
+                    )
+                    for head in range(count)
+                ]
+            )
+        else:
+            value = take(f"{name}.{suffix}")
+        value = _shaped(value, shape, f"{prefix}{name}.{suffix}")
+        if variable == "scale":
+            value = value + norm.offset
+        values[f"{norm_layer.name}/{variable}"] = value
+    return values
+
+
+def _shaped(value, shape, name):
+    """`value` reshaped to `shape` when it holds as many entries (a `(heads * d,)` norm as
+    `(heads, d)`), else a `ValueError` naming the weight."""
+    if shape is None:
+        return value
+    if value.size != int(np.prod(shape)) or (value.ndim > 1 and value.shape != tuple(shape)):
+        raise ValueError(
+            f"`{name}` must have shape {tuple(shape)} for this layer. Received: shape {value.shape}"
+        )
+    return value.reshape(shape)
