@@ -12,6 +12,7 @@ from reference import reference_rotation, rope_frequencies
 from tf_posenc import (
     AlibiBias,
     GroupQueryAttention,
+    HeadNormalization,
     MultiHeadAttention,
     RelativePositionBias,
     RotaryEmbedding,
@@ -137,6 +138,100 @@ def test_cached_steps_give_the_full_pass(make):
     np.testing.assert_allclose(cache.numpy()[:, 0, 4], rotated[:, 4], atol=1e-6)
 
 
+def module_layer(dtype=None):
+    """A layer with every mechanism of a module around the rotation: per-head RMS norms after the
+    rotation (HunYuan's), a value norm (Gemma 3n's), a clamp, sinks and an output gate. The
+    rotation and norms are layers of their own, each with the dtype policy it is given."""
+    return GroupQueryAttention(
+        8, 4, 2, rope=RotaryEmbedding(dtype=dtype),
+        query_norm=HeadNormalization(epsilon=1e-6, name="query_norm", dtype=dtype),
+        key_norm=HeadNormalization(epsilon=1e-6, name="key_norm", dtype=dtype),
+        value_norm=HeadNormalization(scale=False, dtype=dtype),
+        norm_after_rope=True, clip_qkv=0.8, use_sinks=True, use_gate=True, dtype=dtype,
+    )  # fmt: skip
+
+
+def rms(x, scale=1.0, epsilon=1e-6):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + epsilon) * scale
+
+
+def test_norms_clamp_sinks_and_gate_are_the_float64_formula():
+    layer = module_layer(dtype="float64")
+    layer(X, X)
+    weights = [np.asarray(w.numpy()) for w in layer.weights]
+    draw = np.random.default_rng(3)  # norms' scales and sinks away from their initial values
+    layer.set_weights([w if w.ndim > 1 else w + draw.uniform(0.2, 0.5, w.shape) for w in weights])
+    positions = np.array([[0, 1, 2, 3, 4, 5, 6], [90000, 90001, 90002, 90003, 90004, 90005, 90006]])
+    got = layer(X, X, use_causal_mask=True, query_positions=positions, key_positions=positions).numpy()
+
+    values = {w.path.split("/", 1)[1]: np.asarray(w.numpy(), np.float64) for w in layer.weights}
+    x = X.astype(np.float64)
+    q, k, v, gate = (
+        np.einsum("btm,mnh->btnh", x, values[f"{name}/kernel"]) + values[f"{name}/bias"]
+        for name in ("query", "key", "value", "gate")
+    )
+    q, k, v = (np.clip(t, -0.8, 0.8) for t in (q, k, v))
+    frequencies = rope_frequencies(8)
+    q = rms(reference_rotation(q, positions, frequencies), values["query_norm/scale"])
+    k = rms(reference_rotation(k, positions, frequencies), values["key_norm/scale"])
+    v = rms(v)
+    k, v = np.repeat(k, 2, axis=2), np.repeat(v, 2, axis=2)
+    scores = np.einsum("bqnh,bknh->bnqk", q, k) / np.sqrt(8)
+    scores = np.where(positions[:, None, :, None] >= positions[:, None, None, :], scores, -np.inf)
+    sinks = np.broadcast_to(values["sinks"][None, :, None, None], (*scores.shape[:-1], 1))
+    scores = np.concatenate([scores, sinks], -1)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights = (weights / weights.sum(-1, keepdims=True))[..., :-1]  # the sink's share weights nothing
+    attended = np.einsum("bnqk,bknh->bqnh", weights, v) / (1 + np.exp(-gate))
+    expected = np.einsum("bqnh,nhm->bqm", attended, values["attention_output/kernel"])
+    expected += values["attention_output/bias"]
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+
+
+def test_cached_steps_of_a_module_give_its_full_pass():
+    # Keys are clamped, rotated and normed, values clamped and normed, before they are cached.
+    layer = module_layer()
+    full = layer(X, X, use_causal_mask=True).numpy()
+    cache = np.zeros((2, 2, 9, 2, 8), "float32")
+    output, cache = layer(X[:, :3], X[:, :3], cache=cache, cache_update_index=0, use_causal_mask=True)
+    steps = [output.numpy()]
+    for index in range(3, 7):
+        x = X[:, index : index + 1]
+        output, cache = layer(x, x, cache=cache, cache_update_index=index, use_causal_mask=True)
+        steps.append(output.numpy())
+    np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-6)
+
+
+def test_module_arguments_round_trip_and_reload(tmp_path):
+    layer = module_layer()
+    inputs = keras.Input((None, 16))
+    model = keras.Model(inputs, layer(inputs, inputs, use_causal_mask=True))
+    expected = model(X).numpy()
+    config = json.loads(json.dumps(layer.get_config()))
+    again = GroupQueryAttention.from_config(config)
+    assert (again.norm_after_rope, again.clip_qkv, again.use_sinks) == (True, 0.8, True)
+    assert isinstance(again.value_norm, HeadNormalization) and not again.value_norm.scale
+    model.save(tmp_path / "model.keras")
+    reloaded = keras.saving.load_model(tmp_path / "model.keras")
+    np.testing.assert_array_equal(reloaded(X).numpy(), expected)
+    # Four projections and the gate (kernels and biases), two norms' scales, the sinks.
+    assert len(reloaded.weights) == 10 + 2 + 1
+
+
+def test_head_norms_under_mixed_precision_keep_float32_statistics():
+    norm = HeadNormalization(method="layer", per_head=True, center=True, dtype="mixed_bfloat16")
+    x = rng.normal(5.0, 1.0, size=(2, 3, 4, 8)).astype("float32")  # a mean far from zero
+    got = norm(x)
+    assert keras.backend.standardize_dtype(got.dtype) == "bfloat16"
+    assert keras.backend.standardize_dtype(norm.gamma.dtype) == "float32"
+    centred = x - x.mean(-1, keepdims=True)
+    expected = centred / np.sqrt((centred**2).mean(-1, keepdims=True) + 1e-6)
+    # One rounding to bfloat16 of the float32 result: within half a unit in [2, 4).
+    np.testing.assert_allclose(np.asarray(got, np.float32), expected, atol=2**-7)
+    again = HeadNormalization.from_config(json.loads(json.dumps(norm.get_config())))
+    assert (again.method, again.per_head, again.center, again.axis) == ("layer", True, True, -1)
+
+
 def test_left_padding_follows_the_positions():
     # Row 0 is left-padded by 3: with its positions from the mask, its real tokens see what the
     # unpadded sequence sees.
@@ -221,9 +316,20 @@ def test_keras_layer_harness():
          X, X, cache=np.zeros((2, 2, 9, 2, 8), "float32"), cache_update_index=5),
       r"`cache` has 9 slots: a call of 7 steps"),
      (lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding())(X, X, query_positions=np.arange(6)),
-      r"`query_positions` must have one entry per query \(7\)")],
+      r"`query_positions` must have one entry per query \(7\)"),
+     (lambda: GroupQueryAttention(8, 4, 2, norm_after_rope=True),
+      r"`norm_after_rope` says where `query_norm` and `key_norm` apply"),
+     (lambda: GroupQueryAttention(8, 4, 2, clip_qkv=0), r"`clip_qkv` must be a finite number greater than 0. Received: clip_qkv=0"),
+     (lambda: GroupQueryAttention(8, 4, 2, use_sinks="yes"), r"`use_sinks` must be a boolean"),
+     (lambda: GroupQueryAttention(8, 4, 2, value_norm="rms"), r"`value_norm` must be None or a Keras layer"),
+     (lambda: HeadNormalization(method="batch"), r"`method` must be"),
+     (lambda: HeadNormalization(axis=1), r"`axis` must be -1 \(each head\) or \(-2, -1\)"),
+     (lambda: HeadNormalization(center=True), r"`center` adds a bias after layer normalization"),
+     (lambda: HeadNormalization()(X), r"`HeadNormalization` takes per-head features")],
     ids=["odd-key-dim", "rope-not-layer", "bias-not-layer", "bias-heads", "scaling-0", "temperature-type",
-         "attention-axes", "index-without-cache", "cache-shape", "cache-slots", "positions-length"],
+         "attention-axes", "index-without-cache", "cache-shape", "cache-slots", "positions-length",
+         "norm-after-rope-alone", "clip-0", "sinks-not-boolean", "value-norm-not-layer", "norm-method",
+         "norm-axis", "norm-center-rms", "norm-rank"],
 )  # fmt: skip
 def test_bad_arguments_are_clear_errors(make, message):
     with pytest.raises(ValueError, match=message):

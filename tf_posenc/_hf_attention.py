@@ -276,6 +276,7 @@ FAMILIES = {
         "per-layer adapters"
     ),
     "qwen4_exp_text": _refused("Qwen4-Exp's learned indexer, which chooses the keys each query attends to"),
+    "zaya": _refused("Zaya's causal convolution of its queries and keys over time"),
 }
 
 
