@@ -16,6 +16,7 @@ from tf_posenc import (
     MultiHeadAttention,
     RelativePositionBias,
     RotaryEmbedding,
+    hf_attention_layers,
     positions_from_mask,
 )
 from tf_posenc.layers.alibi_bias import alibi_slopes
@@ -232,6 +233,74 @@ def test_head_norms_under_mixed_precision_keep_float32_statistics():
     assert (again.method, again.per_head, again.center, again.axis) == ("layer", True, True, -1)
 
 
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("layer_class", [MultiHeadAttention, GroupQueryAttention], ids=["mha", "gqa"])
+def test_float_positions_under_mixed_precision_are_the_integer_ones(layer_class, policy):
+    # Keras's autocast would round positions 257 .. 263 to the compute dtype on their way in.
+    arguments = (2, 8) if layer_class is MultiHeadAttention else (8, 4, 2)
+    layer = layer_class(*arguments, rope=RotaryEmbedding(), dtype=policy)
+    integers = np.arange(257, 264)[None]
+    given = layer(X, X, query_positions=integers, key_positions=integers, use_causal_mask=True)
+    floats = integers.astype("float32")
+    again = layer(X, X, query_positions=floats, key_positions=floats, use_causal_mask=True)
+    assert keras.backend.standardize_dtype(again.dtype) == policy.split("_")[1]
+    np.testing.assert_array_equal(np.asarray(again, np.float32), np.asarray(given, np.float32))
+    assert layer.autocast is False
+    # A config saved with `autocast=True` reloads, without autocast.
+    assert layer_class.from_config({**layer.get_config(), "autocast": True}).autocast is False
+
+
+def test_shared_position_layers_reload_as_one_layer_with_their_weights(tmp_path):
+    # T5's pattern: one bias table for every layer; and one rotation for all.
+    bias, rope = RelativePositionBias(4, 16, 40), RotaryEmbedding()
+    inputs = keras.Input((None, 16))
+    first = GroupQueryAttention(8, 4, 2, rope=rope, position_bias=bias)
+    second = GroupQueryAttention(8, 4, 2, rope=rope, position_bias=bias)
+    hidden = first(inputs, inputs, use_causal_mask=True)
+    model = keras.Model(inputs, second(hidden, hidden, use_causal_mask=True))
+    bias.relative_attention_bias.assign(rng.normal(size=tuple(bias.relative_attention_bias.shape)))
+    expected = model(X).numpy()
+    model.save(tmp_path / "shared.keras")
+    reloaded = keras.saving.load_model(tmp_path / "shared.keras")
+    np.testing.assert_array_equal(reloaded(X).numpy(), expected)
+    one, two = reloaded.layers[1], reloaded.layers[2]
+    assert one.position_bias is two.position_bias and one.rope is two.rope
+    assert len(reloaded.weights) == len(model.weights) == 2 * 8 + 1  # the table once
+    # Outside a save the configs are plain: the same for two serializations.
+    assert json.dumps(first.get_config()) == json.dumps(first.get_config())
+
+
+def test_a_cache_with_query_positions_needs_the_keys_positions():
+    layer = GroupQueryAttention(8, 4, 2, rope=RotaryEmbedding())
+    cache = np.zeros((2, 2, 9, 2, 8), "float32")
+    with pytest.raises(ValueError, match="pass both, or neither"):
+        layer(X, X, cache=cache, cache_update_index=0, query_positions=np.arange(100, 107))
+    # With both, slot i holding position 100 + i, the call is the full pass at those positions.
+    positions, slots = np.arange(100, 107)[None], np.arange(100, 109)[None]
+    full = layer(X, X, query_positions=positions, key_positions=positions, use_causal_mask=True).numpy()
+    cached, _ = layer(X, X, cache=cache, cache_update_index=0, query_positions=positions, key_positions=slots,
+                      key_mask=np.arange(9)[None] < 7, use_causal_mask=True)  # fmt: skip
+    np.testing.assert_allclose(cached.numpy(), full, atol=1e-6)
+
+
+def test_a_layer_from_a_config_knows_whether_its_model_is_causal():
+    sizes = {"hidden_size": 16, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8}
+    decoder = GroupQueryAttention.from_hf_config({"model_type": "gemma3_text", **sizes}, 0)
+    assert decoder.is_causal is True
+    np.testing.assert_array_equal(decoder(X, X).numpy(), decoder(X, X, use_causal_mask=True).numpy())
+    embedding = {"model_type": "gemma3_text", "use_bidirectional_attention": True, **sizes}
+    encoder = GroupQueryAttention.from_hf_config(embedding, 0)
+    assert encoder.is_causal is False
+    with pytest.raises(ValueError, match="`use_causal_mask` must be False"):
+        encoder(X, X, use_causal_mask=True)
+    # Gemma 4's "vision": causal for text (an image's tokens see each other by the caller's mask).
+    assert hf_attention_layers({"model_type": "gemma4_text", "use_bidirectional_attention": "vision"})[
+        0
+    ].causal
+    with pytest.raises(ValueError, match="use_bidirectional_attention='all'"):
+        hf_attention_layers({"model_type": "gemma4_text", "use_bidirectional_attention": "all"})
+
+
 def test_left_padding_follows_the_positions():
     # Row 0 is left-padded by 3: with its positions from the mask, its real tokens see what the
     # unpadded sequence sees.
@@ -302,7 +371,7 @@ def test_keras_layer_harness():
      (lambda: MultiHeadAttention(2, 8, position_bias=keras.layers.Dense(2)),
       r"`position_bias` must be None or"),
      (lambda: MultiHeadAttention(2, 8, position_bias=AlibiBias(num_heads=4)),
-      r"must bias the layer's 2 query heads. Received: position_bias.num_heads=4"),
+      r"must bias the layer's 2 query heads: give it `num_heads=2`. Received: position_bias.num_heads=4"),
      (lambda: MultiHeadAttention(2, 8, scaling=0), r"`scaling` must be"),
      (lambda: MultiHeadAttention(2, 8, temperature="hot"), r"`temperature` must be None"),
      (lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding(), attention_axes=(1, 2)),
@@ -317,9 +386,12 @@ def test_keras_layer_harness():
       r"`cache` has 9 slots: a call of 7 steps"),
      (lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding())(X, X, query_positions=np.arange(6)),
       r"`query_positions` must have one entry per query \(7\)"),
+     (lambda: GroupQueryAttention(8, 4, 2, position_bias=AlibiBias()),
+      r"`position_bias` must bias the layer's 4 query heads: give it `num_heads=4`"),
      (lambda: GroupQueryAttention(8, 4, 2, norm_after_rope=True),
       r"`norm_after_rope` says where `query_norm` and `key_norm` apply"),
-     (lambda: GroupQueryAttention(8, 4, 2, clip_qkv=0), r"`clip_qkv` must be a finite number greater than 0. Received: clip_qkv=0"),
+     (lambda: GroupQueryAttention(8, 4, 2, clip_qkv=0),
+      r"`clip_qkv` must be a finite number greater than 0. Received: clip_qkv=0"),
      (lambda: GroupQueryAttention(8, 4, 2, use_sinks="yes"), r"`use_sinks` must be a boolean"),
      (lambda: GroupQueryAttention(8, 4, 2, value_norm="rms"), r"`value_norm` must be None or a Keras layer"),
      (lambda: HeadNormalization(method="batch"), r"`method` must be"),
@@ -328,8 +400,8 @@ def test_keras_layer_harness():
      (lambda: HeadNormalization()(X), r"`HeadNormalization` takes per-head features")],
     ids=["odd-key-dim", "rope-not-layer", "bias-not-layer", "bias-heads", "scaling-0", "temperature-type",
          "attention-axes", "index-without-cache", "cache-shape", "cache-slots", "positions-length",
-         "norm-after-rope-alone", "clip-0", "sinks-not-boolean", "value-norm-not-layer", "norm-method",
-         "norm-axis", "norm-center-rms", "norm-rank"],
+         "alibi-without-heads", "norm-after-rope-alone", "clip-0", "sinks-not-boolean",
+         "value-norm-not-layer", "norm-method", "norm-axis", "norm-center-rms", "norm-rank"],
 )  # fmt: skip
 def test_bad_arguments_are_clear_errors(make, message):
     with pytest.raises(ValueError, match=message):

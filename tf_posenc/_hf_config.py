@@ -572,6 +572,7 @@ _EVERY_LAYER_SLIDES = (
 _USE_SLIDING_WINDOW = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "smollm3")
 _NO_ROPE_LAYERS = ("llama4", "llama4_text", "smollm3")
 _KV_SHARING = ("gemma3n", "gemma3n_text", "gemma4", "gemma4_text")
+_GEMMA4_TYPES = ("gemma4", "gemma4_text", "gemma4_unified_text", "diffusion_gemma_text")
 # Latent attention (DeepSeek-V2's MLA): the last `qk_rope_head_dim` features of a head rotate,
 # and the softmax scale is that of the whole `qk_nope_head_dim + qk_rope_head_dim` head.
 _MLA = (
@@ -883,7 +884,18 @@ def attention_layers(config):
     rotating = _rotating_layers(config, types, parameters)
     cross = set(config.get("cross_attention_layers") or ())  # Mllama's layers attending to the image
     window = _sliding_window(config)
-    causal = not config.get("use_bidirectional_attention", False)
+    bidirectional = config.get("use_bidirectional_attention")
+    if model_type in _GEMMA4_TYPES and bidirectional == "vision":
+        # Causal for text; transformers lets an image's tokens see each other, which is the
+        # attention mask the caller gives (`attention_mask`), not a rule of the positions.
+        bidirectional = False
+    if model_type in _GEMMA4_TYPES and bidirectional == "all":
+        raise ValueError(
+            "Gemma 4's `use_bidirectional_attention='all'` changes its window as well (its config "
+            "class halves it), whose mask rule is not compared with transformers' here. Received: "
+            f"model_type={model_type!r}, use_bidirectional_attention='all'"
+        )
+    causal = not bidirectional
     if not causal and model_type not in ("gemma3", "gemma3_text"):
         raise ValueError(
             "`use_bidirectional_attention` is read for Gemma 3 (EmbeddingGemma) only: its mask rule "

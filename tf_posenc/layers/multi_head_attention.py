@@ -23,6 +23,7 @@ _POSITION_ARGUMENTS = (
     "norm_after_rope",
     "clip_qkv",
     "use_sinks",
+    "is_causal",
 )
 
 
@@ -62,6 +63,14 @@ def _identity(features):
     return features
 
 
+def _without_autocast(kwargs):
+    """The base layer's arguments with `autocast=False`: Keras's autocast would round float
+    positions to a mixed policy's compute dtype on their way in. The call casts the query, key,
+    value and cache itself (`_compute_dtype_inputs`). A config saved with `autocast=True` (0.7)
+    reloads."""
+    return {**kwargs, "autocast": False}
+
+
 def _rope_where(positions, start):
     """What a rotation is given for these positions: a start where they are defaulted."""
     return {"start_index": start} if positions is None else {"positions": positions}
@@ -79,7 +88,8 @@ class PositionedAttentionMixin:
     `_keras_call` and `_expand_kv`."""
 
     def _init_positions(self, rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap,
-                        query_norm, key_norm, value_norm, norm_after_rope, clip_qkv, use_sinks):  # fmt: skip
+                        query_norm, key_norm, value_norm, norm_after_rope, clip_qkv, use_sinks,
+                        is_causal):  # fmt: skip
         self.rope = _optional_layer("rope", rope, (RotaryEmbedding,), "a `RotaryEmbedding`")
         if self.rope is not None and self._head_dim % 2:
             raise ValueError(
@@ -92,10 +102,12 @@ class PositionedAttentionMixin:
             (AlibiBias, RelativePositionBias),
             "an `AlibiBias` or `RelativePositionBias`",
         )
-        if self.position_bias is not None and self.position_bias.num_heads not in (None, self._heads):
+        if self.position_bias is not None and self.position_bias.num_heads != self._heads:
+            # A bias without heads would fail at the first call; one shared by layers of other
+            # head counts cannot serve them all, so the layer does not fill it in.
             raise ValueError(
-                f"`position_bias` must bias the layer's {self._heads} query heads. "
-                f"Received: position_bias.num_heads={self.position_bias.num_heads}"
+                f"`position_bias` must bias the layer's {self._heads} query heads: give it "
+                f"`num_heads={self._heads}`. Received: position_bias.num_heads={self.position_bias.num_heads}"
             )
         self.scaling = None if scaling is None else _validation.positive_number("scaling", scaling)
         self.temperature = _temperature(temperature)
@@ -115,6 +127,19 @@ class PositionedAttentionMixin:
             )
         self.clip_qkv = None if clip_qkv is None else _validation.positive_number("clip_qkv", clip_qkv)
         self.use_sinks = _validation.boolean("use_sinks", use_sinks)
+        self.is_causal = None if is_causal is None else _validation.boolean("is_causal", is_causal)
+
+    def _compute_dtype_inputs(self, *tensors):
+        """The floating inputs in the compute dtype, as Keras's autocast gives them; positions,
+        masks and indices as they are."""
+        dtype = self.compute_dtype
+        return tuple(
+            ops.cast(x, dtype)
+            if hasattr(x, "dtype") and keras.backend.is_float_dtype(keras.backend.standardize_dtype(x.dtype))
+            and keras.backend.standardize_dtype(x.dtype) != dtype
+            else x
+            for x in tensors
+        )  # fmt: skip
 
     def _position_config(self):
         """The new arguments as JSON: layers serialized, a temperature as its list."""
@@ -122,6 +147,11 @@ class PositionedAttentionMixin:
         for name in _POSITION_ARGUMENTS:
             value = getattr(self, name)
             if isinstance(value, keras.layers.Layer):
+                # Within a save (Keras's object-sharing scope), a second serialization of the same
+                # layer carries its `shared_object_id`: written so in every attention layer that
+                # holds it, a layer shared by several (T5's bias, one rope) reloads as one layer
+                # with its weights. Outside a save, both serializations are the same config.
+                keras.saving.serialize_keras_object(value)
                 value = keras.saving.serialize_keras_object(value)
             elif isinstance(value, attention.Temperature):
                 value = list(value)
@@ -179,6 +209,13 @@ class PositionedAttentionMixin:
         cache_update_index=None,
         segment_ids=None,
     ):
+        if self.is_causal is False and use_causal_mask:
+            raise ValueError(
+                "The layer is bidirectional (`is_causal=False`: its model attends both ways, as "
+                "EmbeddingGemma does): `use_causal_mask` must be False. Received: use_causal_mask=True"
+            )
+        use_causal_mask = use_causal_mask or bool(self.is_causal)
+        query, value, key, cache = self._compute_dtype_inputs(query, value, key, cache)
         given = (query_positions, key_positions, cache, cache_update_index, segment_ids)
         if not self._positions_in_use() and all(argument is None for argument in given):
             return self._keras_call(
@@ -189,6 +226,14 @@ class PositionedAttentionMixin:
             raise ValueError(
                 "`cache_update_index` writes the call's keys and values into a `cache`: pass both. "
                 "Received: cache=None"
+            )
+        if cache is not None and query_positions is not None and key_positions is None:
+            # The call's keys are rotated at `query_positions`; the cached ones' positions are not
+            # known to the layer, and their slots are not them.
+            raise ValueError(
+                "With a `cache`, `query_positions` say where this call's keys are rotated and "
+                "`key_positions` where every cached key is, one per slot: pass both, or neither "
+                "(slot i at position i). Received: query_positions without key_positions"
             )
         # Keras fills `query_mask`, `value_mask` and `key_mask` from the inputs' masks. With a cache
         # the keys are its slots, which the positions mask; the call's own value mask is not theirs.
@@ -396,7 +441,8 @@ class PositionedAttentionMixin:
         if self.logit_soft_cap is not None:
             cap = ops.convert_to_tensor(self.logit_soft_cap, scores.dtype)
             scores = ops.tanh(scores / cap) * cap
-        # The softmax in float32 (float64 for float64 scores), as Keras's layers compute it.
+        # The softmax in float32 at least, as Keras's `dot_product_attention` computes it (the
+        # fused route above), whatever the compute dtype.
         scores = ops.cast(scores, keras.backend.result_type(scores.dtype, "float32"))
         if mask is not None:
             scores = ops.where(ops.expand_dims(mask, 1), scores, -1e9)
@@ -478,6 +524,10 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
         use_sinks: Boolean: a learned logit per head (weight `sinks`, `(num_heads,)`) joins each
             query's softmax and weights no value (gpt-oss's attention sinks). Defaults to
             `False`.
+        is_causal: Optional boolean (transformers' attribute of its attention modules): `True`
+            masks every call causally, `use_causal_mask` or not; `False` says the model attends
+            both ways and refuses `use_causal_mask=True`; `None` leaves it to each call, as
+            Keras does. Defaults to `None`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -543,6 +593,7 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
         norm_after_rope=False,
         clip_qkv=None,
         use_sinks=False,
+        is_causal=None,
         **kwargs,
     ):
         keras_arguments = {
@@ -554,10 +605,10 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
             "bias_constraint": bias_constraint, "seed": seed,
         }  # fmt: skip
         keras_arguments.update(_newer_keras_arguments(sliding_window, use_gate))
-        super().__init__(num_heads, key_dim, **keras_arguments, **kwargs)
+        super().__init__(num_heads, key_dim, **keras_arguments, **_without_autocast(kwargs))
         self._init_positions(
             rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap, query_norm, key_norm,
-            value_norm, norm_after_rope, clip_qkv, use_sinks,
+            value_norm, norm_after_rope, clip_qkv, use_sinks, is_causal,
         )  # fmt: skip
         if self._positions_in_use() and attention_axes not in (None, 1, (1,), [1]):
             used = ", ".join(
@@ -622,9 +673,9 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
     initializers, regularizers and constraints, `use_gate`, `seed`); then, keyword-only,
     `MultiHeadAttention`'s `rope`, `position_bias`, `scaling` (defaulting to
     `1 / sqrt(head_dim)`), `temperature`, `chunk_size`, `logit_soft_cap`, `query_norm`,
-    `key_norm`, `value_norm`, `norm_after_rope`, `clip_qkv` and `use_sinks`. Keras's `use_gate` is the output
-    gate of Qwen3-Next and Qwen3.5 (`sigmoid` of a projection of the query input, multiplying
-    each head's output).
+    `key_norm`, `value_norm`, `norm_after_rope`, `clip_qkv`, `use_sinks` and `is_causal`.
+    Keras's `use_gate` is the output gate of Qwen3-Next and Qwen3.5 (`sigmoid` of a projection
+    of the query input, multiplying each head's output).
 
     Args:
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
@@ -674,6 +725,7 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
         norm_after_rope=False,
         clip_qkv=None,
         use_sinks=False,
+        is_causal=None,
         **kwargs,
     ):
         keras_arguments = {
@@ -684,10 +736,12 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
             "bias_constraint": bias_constraint, "seed": seed,
         }  # fmt: skip
         keras_arguments.update(_newer_keras_arguments(sliding_window, use_gate))
-        super().__init__(head_dim, num_query_heads, num_key_value_heads, **keras_arguments, **kwargs)
+        super().__init__(
+            head_dim, num_query_heads, num_key_value_heads, **keras_arguments, **_without_autocast(kwargs)
+        )
         self._init_positions(
             rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap, query_norm, key_norm,
-            value_norm, norm_after_rope, clip_qkv, use_sinks,
+            value_norm, norm_after_rope, clip_qkv, use_sinks, is_causal,
         )  # fmt: skip
 
     @property
@@ -733,8 +787,10 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
         Gemma 3n's value norm, `clip_qkv`, the soft cap, sinks and the output gate. Load the
         checkpoint's weights with `tf_posenc.load_hf_attention_weights`, which knows the module's
         names and fused layouts. A module with a mechanism the layer does not have (the porting
-        page lists them) is a `ValueError` naming it. Call the layer with `use_causal_mask=True`
-        (and a cache, for decoding).
+        page lists them) is a `ValueError` naming it. The layer knows whether its model is
+        causal (`is_causal`): a decoder's masks causally whether or not a call passes
+        `use_causal_mask=True`; a bidirectional one (EmbeddingGemma, Gemma 4's
+        `use_bidirectional_attention="all"`) refuses it.
 
         Args:
             config: As for `tf_posenc.hf_attention_layers`.
@@ -796,6 +852,7 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
             "logit_soft_cap": module.soft_cap,
             "clip_qkv": module.clip_qkv,
             "use_sinks": module.sinks,
+            "is_causal": entry.causal,
         }
         if module.gate is not None:
             arguments["use_gate"] = True
