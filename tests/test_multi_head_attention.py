@@ -203,6 +203,7 @@ def test_cached_steps_of_a_module_give_its_full_pass():
     np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_module_arguments_round_trip_and_reload(tmp_path):
     layer = module_layer()
     inputs = keras.Input((None, 16))
@@ -250,6 +251,7 @@ def test_float_positions_under_mixed_precision_are_the_integer_ones(layer_class,
     assert layer_class.from_config({**layer.get_config(), "autocast": True}).autocast is False
 
 
+@pytest.mark.slow
 def test_shared_position_layers_reload_as_one_layer_with_their_weights(tmp_path):
     # T5's pattern: one bias table for every layer; and one rotation for all.
     bias, rope = RelativePositionBias(4, 16, 40), RotaryEmbedding()
