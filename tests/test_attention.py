@@ -560,7 +560,7 @@ def test_attention_temperature_with_offset_0_is_ministral3s():
     assert attention_temperature([8191], 8192, 0.1, offset=0).numpy()[0] == 1.0
     assert attention_temperature([8191], 8192, 0.1).numpy()[0] > 1.0
     plan = hf_attention_layers({**TINY, **PLAN_CONFIGS["ministral3"]})
-    assert all(entry.temperature == (16384, 0.1, 0) for entry in plan)
+    assert all(entry.temperature == (16384, 0.1, 0, False) for entry in plan)
     for offset in (2, True, -1):
         with pytest.raises(ValueError, match=r"`offset` must be 0 or 1"):
             attention_temperature([0], 8192, 0.1, offset=offset)
@@ -986,7 +986,7 @@ def test_every_layer_decides_what_transformers_modules_decide(name):
             entry.rope is not None,
             entry.sliding_window,
             entry.chunk_size,
-            entry.temperature and list(entry.temperature),
+            entry.temperature and list(entry.temperature)[:3],
             entry.scaling,
             entry.kv_shared_layer_index,
         ]
@@ -994,6 +994,10 @@ def test_every_layer_decides_what_transformers_modules_decide(name):
     ]
     printed = TRANSFORMERS_PLANS[name]
     assert [row[:4] + row[5:] for row in got] == [row[:4] + row[5:] for row in printed]
+    # Llama 4 scales at the cache's slots (`past_seen_tokens + arange(seq_len)`), Ministral 3 at
+    # the position ids (`get_llama_4_attn_scale(position_ids, ...)`).
+    slots = name.startswith("llama4")
+    assert all(entry.temperature.slots == slots for entry in plan if entry.temperature is not None)
     np.testing.assert_allclose([row[4] for row in got], [row[4] for row in printed], rtol=1e-9, atol=0)
 
 

@@ -59,7 +59,7 @@ def test_without_positions_it_is_keras_layer(make_ours, make_theirs):
 
 
 def reference_attention(layer, x, positions, *, heads, kv_heads, frequencies=None, bias=None, cap=None,
-                        scale=None, causal=True):  # fmt: skip
+                        scale=None, causal=True, query_scale=None):  # fmt: skip
     """The layer's attention restated in float64 from its weights: projections, rotation at
     `positions`, `bias` `(heads, q, k)` added, soft cap, causal softmax, output projection."""
     weights = {w.path.split("/", 1)[1]: np.asarray(w.numpy(), np.float64) for w in layer.weights}
@@ -67,6 +67,8 @@ def reference_attention(layer, x, positions, *, heads, kv_heads, frequencies=Non
     project = {name: np.einsum("btm,mnh->btnh", x, weights[f"{name}/kernel"]) + weights[f"{name}/bias"]
                for name in ("query", "key", "value")}  # fmt: skip
     q, k, v = project["query"], project["key"], project["value"]
+    if query_scale is not None:  # a temperature, after the rotation (none here)
+        q = q * query_scale
     head_dim = q.shape[-1]
     if frequencies is not None:
         q = reference_rotation(q, positions, frequencies)
@@ -342,7 +344,7 @@ def test_config_round_trip_and_keras_file_reload(tmp_path):
     expected = model(X).numpy()
     config = json.loads(json.dumps(layer.get_config()))
     again = GroupQueryAttention.from_config(config)
-    assert again.rope.rope_type == "llama3" and again.temperature == (8192, 0.1, 1)
+    assert again.rope.rope_type == "llama3" and again.temperature == (8192, 0.1, 1, False)
     # The four projections' kernels and biases, T5's table and the norms' scales.
     assert len(model.weights) == len(layer.weights) == 8 + 1 + 2
     model.save(tmp_path / "model.keras")
@@ -522,3 +524,20 @@ def test_symbolic_calls_give_keras_tensors_of_every_output():
     model = keras.Model([x, cache], layer(x, x, cache=cache, cache_update_index=0))
     out, new_cache = model([X[:, :3], np.zeros((2, 2, 9, 2, 8), "float32")])
     assert out.shape == (2, 3, 16) and new_cache.shape == (2, 2, 9, 2, 8)
+
+
+def test_llama4_temperature_scales_at_the_cache_slots_ministral3_at_the_positions():
+    # transformers 5.25: `Llama4TextAttention.forward` scales by
+    # `log1p(floor((past_seen_tokens + arange(seq_len) + 1) / floor_scale)) * attn_scale + 1`,
+    # Ministral 3 by `get_llama_4_attn_scale(position_ids, ...)`. Left padding of 3 makes them
+    # differ.
+    positions = np.maximum(np.arange(7) - 3, 0)[None].repeat(2, 0)
+    for slots, where in ((True, np.arange(7)[None]), (False, positions)):
+        layer = GroupQueryAttention(8, 4, 2, temperature=(2, 0.5, 1, slots), dtype="float64")
+        got = layer(X, X, query_positions=positions, key_positions=positions, use_causal_mask=True).numpy()
+        scale = np.log1p(np.floor((where + 1.0) / 2)) * 0.5 + 1.0
+        expected = reference_attention(
+            layer, X, positions, heads=4, kv_heads=2, query_scale=scale[..., None, None]
+        )
+        # The scale is float32, as transformers computes it.
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-9)

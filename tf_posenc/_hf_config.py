@@ -916,7 +916,7 @@ def attention_layers(config):
         chunk = config.get("attention_chunk_size") if kind == "chunked_attention" else None
         temperature = None
         if model_type in ("llama4", "llama4_text") and not rotates and config.get("attn_temperature_tuning"):
-            temperature = (config["floor_scale"], config["attn_scale"], 1)
+            temperature = (config["floor_scale"], config["attn_scale"], 1, True)  # at the cache's slots
         if parameters.get("llama_4_scaling_beta") is not None:
             # Ministral 3's and Mistral 4's: Llama 4's rule on every layer, from position 0
             # (`get_llama_4_attn_scale`).

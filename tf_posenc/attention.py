@@ -45,6 +45,28 @@ def _matching(name, tensor, like, like_name):
     return _positions.same_size(tensor, 1, like, 1, f"`{name}` must have the length of `{like_name}`.")
 
 
+def position_rules(queries, keys, causal, sliding_window, chunk_size):
+    """Internal: the causal, window and chunk rules of `attention_mask` on checked positions
+    `(batch or 1, len)`, as a boolean `(batch, q_len, k_len)`; the one place they are written
+    (the attention layers call it too)."""
+    # expand_dims, not [..., None]: TensorFlow Lite has no builtin for that slice.
+    q, k = ops.expand_dims(queries, 2), ops.expand_dims(keys, 1)
+    # Comparisons are `ops.greater` and friends, not `>`: on the symbolic tensors of a
+    # functional model, `>` compares the objects themselves.
+    keep = ops.less_equal(k, q) if causal else ops.ones_like(k - q, dtype="bool")  # (batch, q_len, k_len)
+    if sliding_window is not None:
+        if causal:
+            keep = ops.logical_and(keep, ops.greater(k, q - sliding_window))
+        else:  # differences, not sums: q + W may not fit an int32
+            distance = ops.abs(k - q)
+            keep = ops.logical_and(keep, ops.less_equal(distance, sliding_window))
+    if chunk_size is not None:
+        keep = ops.logical_and(
+            keep, ops.equal(ops.floor_divide(k, chunk_size), ops.floor_divide(q, chunk_size))
+        )
+    return keep
+
+
 def attention_mask(
     query_positions,
     key_positions,
@@ -147,21 +169,7 @@ def attention_mask(
             "key_mask": key_mask,
         }
     )
-    # expand_dims, not [..., None]: TensorFlow Lite has no builtin for that slice.
-    q, k = ops.expand_dims(queries, 2), ops.expand_dims(keys, 1)
-    # Comparisons are `ops.greater` and friends, not `>`: on the symbolic tensors of a
-    # functional model, `>` compares the objects themselves.
-    keep = ops.less_equal(k, q) if causal else ops.ones_like(k - q, dtype="bool")  # (batch, q_len, k_len)
-    if sliding_window is not None:
-        if causal:
-            keep = ops.logical_and(keep, ops.greater(k, q - sliding_window))
-        else:  # differences, not sums: q + W may not fit an int32
-            distance = ops.abs(k - q)
-            keep = ops.logical_and(keep, ops.less_equal(distance, sliding_window))
-    if chunk_size is not None:
-        keep = ops.logical_and(
-            keep, ops.equal(ops.floor_divide(k, chunk_size), ops.floor_divide(q, chunk_size))
-        )
+    keep = position_rules(queries, keys, causal, sliding_window, chunk_size)
     if query_segment_ids is not None:
         same = ops.equal(ops.expand_dims(query_segment_ids, 2), ops.expand_dims(key_segment_ids, 1))
         real = ops.logical_and(
@@ -176,11 +184,15 @@ def attention_mask(
 
 class Temperature(NamedTuple):
     """A query scale by position (Llama 4's layers without rotation, every layer of Ministral
-    3): the arguments of `attention_temperature` after `positions`."""
+    3): the arguments of `attention_temperature` after `positions`, and which positions an
+    attention layer scales by: the queries' (`slots=False`, Ministral 3's position ids) or the
+    cache slots a call writes (`slots=True`: Llama 4's `past_seen_tokens + arange(seq_len)`,
+    which count left padding)."""
 
     floor_scale: float
     attn_scale: float
     offset: int = 1
+    slots: bool = False
 
 
 def attention_temperature(positions, floor_scale, attn_scale, offset=1):

@@ -38,13 +38,13 @@ def _optional_layer(name, value, kinds, kinds_text):
 def _temperature(value):
     if value is None or isinstance(value, attention.Temperature):
         return value
-    if isinstance(value, (list, tuple)) and len(value) in (2, 3):
+    if isinstance(value, (list, tuple)) and len(value) in (2, 3, 4):
         return attention.Temperature(*value)
     if isinstance(value, dict):
         return attention.Temperature(**value)
     raise ValueError(
         "`temperature` must be None, a `tf_posenc.attention.Temperature`, or its "
-        f"(floor_scale, attn_scale[, offset]). {_validation.received('temperature', value)}"
+        f"(floor_scale, attn_scale[, offset[, slots]]). {_validation.received('temperature', value)}"
     )
 
 
@@ -299,7 +299,11 @@ class PositionedAttentionMixin:
                 keys = rotate(keys) if same else ops.cast(self.rope(keys, **key_where), keys.dtype)
             keys = key_norm(keys)
         if self.temperature is not None:
-            scale = attention.attention_temperature(query_positions, *self.temperature)
+            floor_scale, attn_scale, offset, slots = self.temperature
+            where = query_positions
+            if slots:  # Llama 4's: the slots the call writes, `start + arange(len)`
+                where = self._checked_positions("query_positions", None, queries, start)
+            scale = attention.attention_temperature(where, floor_scale, attn_scale, offset)
             queries = queries * ops.cast(ops.expand_dims(ops.expand_dims(scale, -1), -1), queries.dtype)
         mask = self._mask(
             query_positions, key_positions, query_mask, value_mask, key_mask, attention_mask,
@@ -363,17 +367,20 @@ class PositionedAttentionMixin:
     def _mask(self, query_positions, key_positions, query_mask, value_mask, key_mask, attention_mask,
               use_causal_mask, segment_ids):  # fmt: skip
         """The boolean `(batch or 1, q_len, k_len)` mask of a call, or `None`: Keras's masks, and
-        the causal, window and chunk rules on the positions (`tf_posenc.attention_mask`'s rules;
-        the positions are checked already, so they are applied here without a second check)."""
+        the causal, window and chunk rules on the positions (`attention.position_rules`, those of
+        `tf_posenc.attention_mask`; the positions are checked already)."""
         masks = []
-        queries, keys = ops.expand_dims(query_positions, 2), ops.expand_dims(key_positions, 1)
-        if use_causal_mask:
-            masks.append(ops.greater_equal(queries, keys))
-        if self.chunk_size is not None:
-            masks.append(ops.equal(queries // self.chunk_size, keys // self.chunk_size))
         window = self._window()
-        if window is not None:  # Keras's band: |q - k| < sliding_window, on the positions
-            masks.append(ops.less(ops.abs(queries - keys), window))
+        if use_causal_mask or window is not None or self.chunk_size is not None:
+            # Keras's band |q - k| < W is `attention_mask`'s causal window W with the causal mask,
+            # and its bidirectional window W - 1 without it.
+            if window is not None and not use_causal_mask:
+                window -= 1
+            masks.append(
+                attention.position_rules(
+                    query_positions, key_positions, use_causal_mask, window, self.chunk_size
+                )
+            )
         if segment_ids is not None:
             segments = ops.convert_to_tensor(segment_ids)
             masks.append(
@@ -505,8 +512,9 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
         scaling: Optional positive number: the softmax scale of `q . k`. Defaults to `None`
             (Keras's `1 / sqrt(key_dim)`).
         temperature: Optional `tf_posenc.attention.Temperature` (or its `(floor_scale,
-            attn_scale[, offset])`): Llama 4's and Ministral 3's query scale by position.
-            Defaults to `None`.
+            attn_scale[, offset[, slots]])`): Llama 4's and Ministral 3's query scale by
+            position, at the queries' positions or (`slots=True`, Llama 4's) at the cache slots
+            the call writes, `cache_update_index + arange(len)`. Defaults to `None`.
         chunk_size: Optional positive integer: queries attend to keys of their own chunk of
             positions (Llama 4). Defaults to `None`.
         logit_soft_cap: Optional positive number: scores become `cap * tanh(score / cap)`
