@@ -22,6 +22,7 @@ from tf_posenc import (
     mrope_positions,
     sincos_2d,
     sincos_3d,
+    vision_position_ids,
 )
 
 # Printed by diffusers 0.42.1 (torch 2.13 CPU), models/embeddings.py:
@@ -931,3 +932,61 @@ def test_grid_layers_take_their_width_by_keyword(make, function):
     # given by position could be a swapped grid size, so it is refused, naming both orders.
     with pytest.raises(ValueError, match=rf"takes `d_model` by keyword.*`{function}` takes the width first"):
         make()
+
+
+# Printed by transformers 5.25.0 (torch 2.13 CPU), `vision_utils.get_vision_position_ids`:
+# (torch.tensor([[1, 4, 6]]), 2), and (torch.tensor([[2, 2, 4], [1, 2, 2]]), torch.tensor([2, 1]),
+# include_temporal=True).
+TRANSFORMERS_VISION_IDS = [
+    [[0, 0], [0, 1], [1, 0], [1, 1], [0, 2], [0, 3], [1, 2], [1, 3], [0, 4], [0, 5], [1, 4], [1, 5],
+     [2, 0], [2, 1], [3, 0], [3, 1], [2, 2], [2, 3], [3, 2], [3, 3], [2, 4], [2, 5], [3, 4], [3, 5]],
+    [[0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1], [0, 0, 2], [0, 0, 3], [0, 1, 2], [0, 1, 3],
+     [1, 0, 0], [1, 0, 1], [1, 1, 0], [1, 1, 1], [1, 0, 2], [1, 0, 3], [1, 1, 2], [1, 1, 3],
+     [0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1]],
+]  # fmt: skip
+
+
+def reference_vision_ids(grids, merges, include_temporal):
+    """transformers' `get_vision_position_ids`, restated loop by loop."""
+    ids = []
+    for (t, h, w), m in zip(grids, merges, strict=True):
+        frame = [
+            (block_row * m + row, block_column * m + column)
+            for block_row in range(h // m)
+            for block_column in range(w // m)
+            for row in range(m)
+            for column in range(m)
+        ]
+        ids += [
+            (frame_index, *cell) if include_temporal else cell for frame_index in range(t) for cell in frame
+        ]
+    return ids
+
+
+def test_vision_position_ids_are_transformers_get_vision_position_ids():
+    assert vision_position_ids([[1, 4, 6]], 2).tolist() == TRANSFORMERS_VISION_IDS[0]
+    got = vision_position_ids([[2, 2, 4], [1, 2, 2]], [2, 1], include_temporal=True)
+    assert got.tolist() == TRANSFORMERS_VISION_IDS[1] and got.dtype == np.int32
+    draw = np.random.default_rng(5)
+    for _ in range(20):
+        merges = draw.integers(1, 4, size=3).tolist()
+        grids = [
+            [int(draw.integers(1, 4)), m * int(draw.integers(1, 5)), m * int(draw.integers(1, 5))]
+            for m in merges
+        ]
+        for temporal in (False, True):
+            expected = reference_vision_ids(grids, merges, temporal)
+            assert [tuple(row) for row in vision_position_ids(grids, merges, temporal).tolist()] == expected
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [(([[1, 3, 4]], 2), r"`spatial_merge_size` must divide each grid's height and width"),
+     (([[1, 4, 4]], [2, 2]), r"`spatial_merge_size` must be a positive integer, or one per grid"),
+     (([[1, 4, 4]], 0), r"`spatial_merge_size` must be a positive integer"),
+     (([[4, 4]], 2), r"`grid_thw` must be a \(count, 3\) array of positive integers")],
+    ids=["not-dividing", "one-per-grid", "zero", "grid-shape"],
+)  # fmt: skip
+def test_vision_position_ids_errors(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        vision_position_ids(*arguments)

@@ -61,7 +61,7 @@ from tf_posenc.hf_weights import load_hf_attention_weights
 from tf_posenc.interpolation import interpolate_position_embeddings
 from tf_posenc.layers.head_normalization import HeadNormalization
 from tf_posenc.layers.multi_head_attention import GroupQueryAttention, MultiHeadAttention
-from tf_posenc.multimodal import mrope_positions
+from tf_posenc.multimodal import mrope_positions, vision_position_ids
 from tf_posenc.packing import (
     context_parallel_order,
     context_parallel_positions,
@@ -119,4 +119,5 @@ __all__ = [
     "shift_matrix",
     "sincos_2d",
     "sincos_3d",
+    "vision_position_ids",
 ]

@@ -27,6 +27,63 @@ def _grids(name, grids):
     return [tuple(int(size) for size in grid) for grid in grids]
 
 
+def vision_position_ids(grid_thw, spatial_merge_size, include_temporal=False):
+    """The (h, w) ids of a vision tower's patches, as transformers 5.25's
+    `vision_utils.get_vision_position_ids` lays them out for its axial rotation (the Qwen2-VL,
+    Qwen2.5-VL, Qwen3-VL, GLM-4V and PaddleOCR-VL towers, MiniMax-M3's with `include_temporal`).
+
+    Within each image or video the patches run block by block: the `spatial_merge_size x
+    spatial_merge_size` patches the tower merges into one token come together, row-major
+    inside the block, the blocks row-major over the grid; a video repeats its frame's ids `t`
+    times.
+
+    Args:
+        grid_thw: `(count, 3)` positive integers: each image's or video's (t, h, w) in patches,
+            known when the function is called (they decide the number of tokens).
+        spatial_merge_size: Positive integer dividing every `h` and `w`, or one per grid.
+        include_temporal: Boolean: prepend each patch's frame index. Defaults to `False`.
+
+    Returns:
+        An int32 NumPy array `(tokens, 2)` of (h, w) ids, or `(tokens, 3)` of (t, h, w) with
+        `include_temporal`: the `positions` of `AxialRotaryEmbedding`.
+
+    Example:
+
+        >>> vision_position_ids([[1, 2, 4]], 2).tolist()
+        [[0, 0], [0, 1], [1, 0], [1, 1], [0, 2], [0, 3], [1, 2], [1, 3]]
+    """
+    grids = _grids("grid_thw", grid_thw)
+    if not grids:
+        raise ValueError("`grid_thw` must hold at least one grid. Received: grid_thw=None")
+    sizes = (spatial_merge_size,) * len(grids) if np.ndim(spatial_merge_size) == 0 else spatial_merge_size
+    sizes = list(np.asarray(sizes).ravel())
+    if len(sizes) != len(grids) or not all(
+        isinstance(size, (int, np.integer)) and not isinstance(size, bool) and size > 0 for size in sizes
+    ):
+        raise ValueError(
+            "`spatial_merge_size` must be a positive integer, or one per grid of `grid_thw` "
+            f"({len(grids)}). {_validation.received('spatial_merge_size', spatial_merge_size)}"
+        )
+    _validation.boolean("include_temporal", include_temporal)
+    ids = []
+    for (t, h, w), merge in zip(grids, sizes, strict=True):
+        merge = int(merge)
+        if h % merge or w % merge:
+            raise ValueError(
+                f"`spatial_merge_size` must divide each grid's height and width. Received: "
+                f"spatial_merge_size={merge} with grid (t, h, w)=({t}, {h}, {w})"
+            )
+        rows, columns = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+        blocks = (h // merge, merge, w // merge, merge)
+        rows = rows.reshape(blocks).transpose(0, 2, 1, 3).ravel()
+        columns = columns.reshape(blocks).transpose(0, 2, 1, 3).ravel()
+        spatial = np.tile(np.stack([rows, columns], axis=-1), (t, 1))
+        if include_temporal:
+            spatial = np.concatenate([np.repeat(np.arange(t), h * w)[:, None], spatial], axis=-1)
+        ids.append(spatial)
+    return np.concatenate(ids).astype(np.int32)
+
+
 # The model types of transformers 5.25 whose `get_rope_index` is one of the rules here (their code
 # is the same, `get_vision_position_ids` included): a video as one run of its whole grid
 # (Qwen2-VL's; Qwen2.5-VL's with its frames' t ids spread by `second_per_grid_ts`), or one run per
