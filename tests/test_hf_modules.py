@@ -170,3 +170,12 @@ def test_every_model_type_is_compared_whole_or_refused():
     for name in sorted(latent | refused):
         with pytest.raises(ValueError, match="latent attention|needs a mechanism|not self-attention"):
             tf_posenc.GroupQueryAttention.from_hf_config({"model_type": name}, 0)
+
+
+def test_the_loader_fills_a_layer_already_built_in_a_model():
+    layer, weights, theirs = build("qwen2", "Qwen2Attention:full_attention")
+    hidden = keras.Input((None, layer._hf_module.hidden_size), dtype="float64")
+    keras.Model(hidden, layer(hidden, hidden, use_causal_mask=True))
+    tf_posenc.load_hf_attention_weights(layer, weights, PREFIX)
+    ours = call(layer, layer._hf_module.hidden_size)
+    assert np.abs(ours - theirs.reshape(ours.shape)).max() <= 1e-9 * np.abs(theirs).max()

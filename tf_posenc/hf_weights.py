@@ -157,10 +157,13 @@ def load_hf_attention_weights(layer, weights, prefix):
             f"the layer built for model_type={module.model_type!r} does not use: its module has "
             "a mechanism the layer lacks, or the prefix covers more than the attention module."
         )
-    layer.build((None, None, hidden), (None, None, hidden))
+    if not layer.built:
+        layer.build((None, None, hidden), (None, None, hidden))
     for variable in layer.weights:
-        path = variable.path.split("/", 1)[1]
-        if path not in values:
+        # The variable's path below the layer (`query/kernel`, `sinks`), wherever the layer sits.
+        parts = variable.path.split("/")
+        path = next((p for p in ("/".join(parts[-2:]), parts[-1]) if p in values), None)
+        if path is None:
             raise AssertionError(f"no value for {variable.path}")
         variable.assign(np.asarray(values[path]).reshape(tuple(variable.shape)).astype(variable.dtype))
 
