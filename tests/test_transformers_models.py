@@ -140,8 +140,10 @@ def test_the_rotation_is_transformers_attentions(text_type, key):
         if name == "q" and temperature is not None:  # Ministral 3's, Mistral 4's and Llama 4's scaled queries
             # Llama 4 scales by the cache's slots (the printer's tokens sit at slots 0, 1, ...), the
             # others by the positions.
-            at = np.arange(1, positions.shape[-1] + 1) if text_type == "llama4_text" else positions
-            ours = ours * keras.ops.convert_to_numpy(attention_temperature(at, *temperature))[:, None]
+            at = np.arange(1, positions.shape[-1] + 1) if temperature.slots else positions
+            floor_scale, attn_scale, offset, _ = temperature
+            scale = attention_temperature(at, floor_scale, attn_scale, offset)
+            ours = ours * keras.ops.convert_to_numpy(scale)[:, None]
         assert np.abs(ours - np.array(printed[name]["dots"])).max() <= BOUNDS.get(text_type, 1e-9), name
 
 

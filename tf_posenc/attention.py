@@ -288,7 +288,8 @@ class AttentionLayer(NamedTuple):
     `rope`: the `RotaryEmbedding` its queries and keys rotate with (one object per distinct
     rotation), or `None` for a layer without rotation. `sliding_window`, `chunk_size` and
     `causal`: the arguments of `attention_mask` for this layer. `temperature`: `None`, or the
-    `Temperature` whose `attention_temperature` scales its (rotated) queries. `scaling`: the
+    `Temperature` whose `attention_temperature(positions, floor_scale, attn_scale, offset)`
+    scales its (rotated) queries, at the cache's slots where its `slots` is set (Llama 4). `scaling`: the
     softmax scale of `q . k`, transformers' `self.scaling` of the layer's attention module
     (`keras.ops.dot_product_attention(scale=...)`). `kv_shared_layer_index`: `None` for a layer
     that computes its own keys and values, or the index of the layer whose keys and values
