@@ -1,5 +1,7 @@
 """Keras's attention layers with the position side of attention: rotations, score biases, a cache."""
 
+import inspect
+
 import keras
 from keras import ops
 
@@ -863,6 +865,11 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
             "is_causal": entry.causal,
         }
         if module.gate is not None:
+            if "use_gate" not in inspect.signature(keras.layers.GroupQueryAttention.__init__).parameters:
+                raise ValueError(
+                    f"The attention of model_type={module.model_type!r} gates its output, which needs "
+                    f"Keras's `use_gate` (Keras 3.14 and later). Received: Keras {keras.__version__}"
+                )
             arguments["use_gate"] = True
         if entry.sliding_window is not None:
             # transformers' causal window (q - W < k <= q) is Keras's band of W with the causal
