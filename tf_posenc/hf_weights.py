@@ -121,7 +121,7 @@ def load_hf_attention_weights(layer, weights, prefix):
             both[:, index].reshape(heads * head_dim, hidden) for index in (0, 1)
         )
         if "q" in biases:
-            pair = biases["q"].reshape(heads, 2, head_dim)
+            pair = _shaped(biases["q"], (heads, 2, head_dim), f"{prefix}{names['q']}.bias")
             biases["q"], biases["gate"] = pair[:, 0].reshape(-1), pair[:, 1].reshape(-1)
     rows = {"q": heads, "k": kv_heads, "v": kv_heads, "gate": heads}
     values = {}
