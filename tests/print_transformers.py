@@ -13,6 +13,8 @@ the test environment), from the repository's root:
     python tests/print_transformers.py layer_types  # adds the layer types config classes derive
     python tests/print_transformers.py modules     # writes tests/transformers_modules_5_25.json
     python tests/print_transformers.py modules TYPE ...  # prints those types' modules again, in place
+    python tests/print_transformers.py module_defaults  # writes tf_posenc/_hf_module_defaults.py
+                                                        # (then `ruff format` it)
 
 For every causal language model of transformers whose text model builds a rotary module, its
 text model type (multimodal models share their language model's), and per distinct attention

@@ -231,7 +231,7 @@ def test_head_norms_under_mixed_precision_keep_float32_statistics():
     centred = x - x.mean(-1, keepdims=True)
     expected = centred / np.sqrt((centred**2).mean(-1, keepdims=True) + 1e-6)
     # One rounding to bfloat16 of the float32 result: within half a unit in [2, 4).
-    np.testing.assert_allclose(np.asarray(got, np.float32), expected, atol=2**-7)
+    np.testing.assert_allclose(np.asarray(got, np.float32), expected, atol=2**-7 + 1e-6)
     again = HeadNormalization.from_config(json.loads(json.dumps(norm.get_config())))
     assert (again.method, again.per_head, again.center, again.axis) == ("layer", True, True, -1)
 
@@ -539,5 +539,5 @@ def test_llama4_temperature_scales_at_the_cache_slots_ministral3_at_the_position
         expected = reference_attention(
             layer, X, positions, heads=4, kv_heads=2, query_scale=scale[..., None, None]
         )
-        # The scale is float32, as transformers computes it.
-        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-9)
+        # The scale is float32, as transformers computes it: a few float32 units of the largest output.
+        assert np.abs(got - expected).max() <= 1e-6 * np.abs(expected).max()
