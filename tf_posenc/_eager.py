@@ -193,6 +193,8 @@ class EagerPaths:
                 return getattr(layer, combine)(inputs, layer._rows_for(inputs, positions))
 
             # The concrete function: calling it skips the signature matching of a `tf.function`.
+            # Without AutoGraph: the rows' code branches in Python only, and converting it
+            # doubled the cost of a layer's first eager call.
             return tf.function(traced, input_signature=specs, autograph=False).get_concrete_function()
 
         if kind:  # one function for every shape of positions of a dtype and rank
