@@ -39,7 +39,6 @@ if os.environ.get("TF_USE_LEGACY_KERAS") in ("true", "True", "1"):
         hf_attention_layers,
     )
 else:
-    from tf_posenc.attention import hf_attention_layers
     from tf_posenc.layers import (
         AlibiBias,
         AxialRotaryEmbedding,
@@ -55,6 +54,7 @@ else:
         VideoPositionalEncoding,
         WindowPositionBias,
     )
+    from tf_posenc.layers.hf_plan import hf_attention_layers
 from tf_posenc._positions import positions_from_mask
 from tf_posenc.attention import attention_log_scale, attention_mask, attention_temperature
 from tf_posenc.hf_weights import load_hf_attention_weights

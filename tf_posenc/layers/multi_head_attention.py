@@ -8,6 +8,7 @@ from keras import ops
 from tf_posenc import _hf_attention, _hf_config, _kept, _positions, _validation, attention
 from tf_posenc.layers.alibi_bias import AlibiBias
 from tf_posenc.layers.head_normalization import HeadNormalization
+from tf_posenc.layers.hf_plan import hf_attention_layers
 from tf_posenc.layers.relative_position_bias import RelativePositionBias
 from tf_posenc.layers.rotary_embedding import RotaryEmbedding
 
@@ -816,7 +817,7 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
             (8, 4, 2, 500000.0)
         """
         read = _hf_config.read(config)
-        plan = attention.hf_attention_layers(config)
+        plan = hf_attention_layers(config)
         if not _positions.is_python_int(layer_index) or not 0 <= layer_index < len(plan):
             raise ValueError(
                 f"`layer_index` must be a decoder layer of the config, 0 .. {len(plan) - 1}. "
