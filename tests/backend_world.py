@@ -662,7 +662,48 @@ for name, make in BACKEND_CASES.items():
     for key, value in backend_outputs(make(), compiled, as_tensor).items():
         layers_saved[f"{name}-{key}"] = value
 np.savez("attention_layers.npz", **layers_saved)
+# Float positions under mixed precision, and a model whose layers share a bias and a rotation,
+# saved and reloaded: what `test_multi_head_attention.py` checks on TensorFlow.
+from tf_posenc.layers import GroupQueryAttention, MultiHeadAttention, RelativePositionBias, RotaryEmbedding
+x = np.random.default_rng(5).normal(size=(2, 7, 16)).astype("float32")
+integers = np.arange(257, 264)[None]
+mixed = {}
+for policy in ("mixed_float16", "mixed_bfloat16"):
+    for name, layer in (("mha", MultiHeadAttention(2, 8, rope=RotaryEmbedding(), dtype=policy)),
+                        ("gqa", GroupQueryAttention(8, 4, 2, rope=RotaryEmbedding(), dtype=policy))):
+        given = layer(x, x, query_positions=integers, key_positions=integers, use_causal_mask=True)
+        floats = integers.astype("float32")
+        again = layer(x, x, query_positions=floats, key_positions=floats, use_causal_mask=True)
+        mixed[f"{name}-{policy}"] = [
+            keras.backend.standardize_dtype(again.dtype),
+            bool(np.array_equal(to_numpy(again), to_numpy(given))),
+        ]
+bias, rope = RelativePositionBias(4, 16, 40), RotaryEmbedding()
+inputs = keras.Input((None, 16))
+first = GroupQueryAttention(8, 4, 2, rope=rope, position_bias=bias)
+second = GroupQueryAttention(8, 4, 2, rope=rope, position_bias=bias)
+hidden = first(inputs, inputs, use_causal_mask=True)
+model = keras.Model(inputs, second(hidden, hidden, use_causal_mask=True))
+table = bias.relative_attention_bias
+table.assign(np.random.default_rng(6).normal(size=tuple(table.shape)).astype("float32"))
+model.save("shared.keras")
+reloaded = keras.saving.load_model("shared.keras")
+one, two = reloaded.layers[1], reloaded.layers[2]
+world["attention_reload"] = {
+    "mixed": mixed,
+    "same": bool(np.array_equal(to_numpy(reloaded(x)), to_numpy(model(x)))),
+    "shared": [one.position_bias is two.position_bias, one.rope is two.rope],
+    "weights": [len(reloaded.weights), len(model.weights)],
+}
 """
+
+
+def test_attention_layers_keep_positions_exact_and_reload_shared_position_layers(backend_world):
+    result = backend_world[2]["attention_reload"]
+    for key, (dtype, same) in result["mixed"].items():
+        assert dtype == key.split("_")[-1] and same, key
+    assert result["same"] and result["shared"] == [True, True]
+    assert result["weights"] == [2 * 8 + 1, 2 * 8 + 1]  # the bias table once
 
 
 def test_attention_layers_give_the_tensorflow_numbers(backend_world):

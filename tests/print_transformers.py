@@ -13,6 +13,7 @@ the test environment), from the repository's root:
     python tests/print_transformers.py layer_types  # adds the layer types config classes derive
     python tests/print_transformers.py modules     # writes tests/transformers_modules_5_25.json
     python tests/print_transformers.py modules TYPE ...  # prints those types' modules again, in place
+    python tests/print_transformers.py encoders    # writes tests/transformers_encoders_5_25.json
     python tests/print_transformers.py module_defaults  # writes tf_posenc/_hf_module_defaults.py
                                                         # (then `ruff format` it)
 
@@ -1068,6 +1069,158 @@ def module_defaults():
     target.write_text(header + "\n".join(lines) + "\n}\n")
 
 
+ENCODERS = pathlib.Path(__file__).parent / "transformers_encoders_5_25.json"
+ENCODER_POSITIONS = [1, 63, 2**17 - 1]  # capped below a model's max_position_embeddings
+
+
+def rotary_other_models():
+    """{model type: its modeling module} for the model types (text encoders, speech and audio
+    models, towers, sub-configs of multimodal models) whose modeling module defines a
+    `*RotaryEmbedding` and which are not a rotary decoder's type or a parent of one."""
+    decoders = rotary_text_models()
+    taken = set(decoders) | {parent for parents, _ in decoders.values() for parent in parents}
+    found = {}
+    for model_type in sorted(transformers.models.auto.configuration_auto.CONFIG_MAPPING_NAMES):
+        if model_type in taken:
+            continue
+        name = transformers.models.auto.configuration_auto.model_type_to_module_name(model_type)
+        try:
+            module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+        except Exception:
+            continue
+        if any(
+            inspect.isclass(value) and key.endswith("RotaryEmbedding") and value.__module__ == module.__name__
+            for key, value in vars(module).items()
+        ):
+            found[model_type] = module
+    return found
+
+
+def own_rotary(config, module):
+    """(key, config, rotary module) for the model type's own rotary module: built from its
+    config, else from its first sub-config (`key`) a rotary class of its module builds from,
+    the classes not named for vision first."""
+    classes = sorted(
+        (
+            value
+            for key, value in vars(module).items()
+            if inspect.isclass(value) and key.endswith("RotaryEmbedding") and value.__module__ == module.__name__
+        ),
+        key=lambda value: ("Vision" in value.__name__, value.__name__),
+    )
+    candidates = [(None, config)] + [
+        (key, value) for key, value in vars(config).items() if isinstance(value, transformers.PretrainedConfig)
+    ]
+    for key, candidate in candidates:
+        for rotary_class in classes:
+            try:
+                with float64_everywhere():
+                    return key, candidate, rotary_class(config=candidate).double()
+            except Exception:
+                continue
+    raise RuntimeError("no rotary class of the module builds from the config or a sub-config")
+
+
+def encoder_entry(model_type, module):
+    config = AutoConfig.for_model(model_type)
+    key, rotary_config, rope = own_rotary(config, module)
+    parameters = getattr(rotary_config, "rope_parameters", None) or {}
+    entry = {
+        "config_key": key,
+        "config_type": getattr(rotary_config, "model_type", None),
+        "rotary_class": type(rope).__name__,
+        "defaults": {},
+    }
+    # As a config.json holds them: EmbeddingGemma 2's head sizes per layer refuse a global read.
+    written = rotary_config.to_dict()
+    for name in (*READ, "layer_types", "per_layer_config"):
+        try:
+            value = getattr(rotary_config, name, None)  # through the class's `attribute_map`
+        except Exception:
+            value = None
+        if not isinstance(value, (bool, int, float, str, list, dict)):
+            value = written.get(name)  # (per-layer configs as objects: as the json has them)
+        if value is not None and isinstance(value, (bool, int, float, str, list, dict)):
+            entry["defaults"][name] = value
+    entry["defaults"]["rope_parameters"] = parameters
+    nested = [name for name, value in parameters.items() if isinstance(value, dict)]
+    kinds = nested or [None]
+    rope_type = (parameters.get(nested[0]) if nested else parameters).get("rope_type")
+    entry["rope_type"] = rope_type
+    if rope_type == "axial":
+        return entry  # a vision tower's rope: `AxialRotaryEmbedding`'s
+    limit = getattr(rotary_config, "max_position_embeddings", None) or 2**31
+    positions = [min(position, int(limit) - 1) for position in ENCODER_POSITIONS]
+    ids = torch.tensor([positions])
+    apply = getattr(module, "apply_rotary_pos_emb", None)
+    accepted = inspect.signature(rope.forward).parameters
+    entry["positions"], entry["rows"] = positions, {}
+    for kind in kinds:
+        extra = {"layer_type": kind} if "layer_type" in accepted else {}
+        with float64_everywhere():
+            cos, sin = rope(torch.zeros(1, len(positions), 1, dtype=torch.float64), ids, **extra)
+        width = cos.shape[-1]
+        vector, units = fixed_vectors(width)
+        query = torch.tensor(vector).expand(1, 1, len(positions), width).clone()
+        # The rows at the last position (largest angles), and the rotated vector there whole
+        # and at every position dotted with three unit vectors.
+        printed = {"cos": cos[0, -1].tolist(), "sin": sin[0, -1].tolist()}
+        if apply is not None:
+            with float64_everywhere():
+                rotated, _ = apply(query, query.clone(), cos, sin)
+            printed["rotated"] = rotated[0, 0, -1].tolist()
+            printed["dots"] = (rotated[0, 0].numpy() @ units.T).tolist()
+        entry["rows"][str(kind)] = printed
+    return entry
+
+
+def encoders():
+    """Writes tests/transformers_encoders_5_25.json: for every model type of
+    `rotary_other_models`, its rotary module built from its config class's defaults (or its
+    first sub-config it builds from), run in float64: the defaults of the keys tf_posenc reads,
+    the rows (cos, sin) at the last position, and a fixed vector rotated at each position by
+    the module's own `apply_rotary_pos_emb`."""
+    printed = {}
+    for model_type, module in rotary_other_models().items():
+        try:
+            printed[model_type] = encoder_entry(model_type, module)
+        except Exception as error:
+            printed[model_type] = {"error": f"{type(error).__name__}: {error}"[:200]}
+        print(model_type, printed[model_type].get("error", printed[model_type].get("rotary_class")), flush=True)
+    for entry in printed.values():
+        # A composite config whose rotary module is its sub-config's, printed under that type.
+        own = printed.get(entry.get("config_type"), {})
+        if entry.get("config_key") and own.get("config_key", "") is None and own["defaults"] == entry["defaults"]:
+            for key in ("defaults", "rows", "positions"):
+                entry.pop(key, None)
+    source = f"transformers {transformers.__version__}, torch {torch.__version__}: tests/print_transformers.py encoders"
+    ENCODERS.write_text(json.dumps({"source": source, "types": printed}, separators=(",", ":")) + "\n")
+    encoder_defaults(printed)
+
+
+def encoder_defaults(printed):
+    """Writes tf_posenc/_hf_encoder_defaults.py from the printed entries (then `ruff format` it)."""
+    own, nested = {}, {}
+    for model_type, entry in printed.items():
+        if "error" in entry or entry.get("rope_type") == "axial":
+            continue
+        if "defaults" in entry:
+            own[model_type] = entry["defaults"]
+        if entry.get("config_key"):
+            nested[model_type] = (entry["config_key"], entry["config_type"])
+    header = (
+        '"""Internal, generated by `python tests/print_transformers.py encoders` '
+        f"(transformers {transformers.__version__}):\n"
+        "the model types that rotate queries and keys and are not decoders (text encoders, speech\n"
+        "and audio models, towers): each one's config-class defaults of the keys tf_posenc reads,\n"
+        "and the composite configs whose rotary module is built from a sub-config.\n"
+        '"""\n\n'
+    )
+    body = f"DEFAULTS = {own!r}\n\n# model type: (its key, the sub-config's model type)\nSUB_CONFIGS = {nested!r}\n"
+    target = pathlib.Path(__file__).parent.parent / "tf_posenc" / "_hf_encoder_defaults.py"
+    target.write_text(header + body)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "rotations":
         rotations(sys.argv[2:])
@@ -1083,5 +1236,6 @@ if __name__ == "__main__":
             "float32_rows": float32_rows,
             "layer_types": layer_types,
             "module_defaults": module_defaults,
+            "encoders": encoders,
         }
         verbs[sys.argv[1]]()

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from tf_posenc import _hf_defaults, _rope_types, _validation
+from tf_posenc import _hf_defaults, _hf_encoder_defaults, _rope_types, _validation
 
 _LAYER_TYPES = ("full_attention", "sliding_attention")
 
@@ -45,7 +45,17 @@ def _language_model(config):
     return config
 
 
-MODEL_TYPES = tuple(sorted({*_hf_defaults.DEFAULTS, *_hf_defaults.TEXT_MODEL_TYPES}))
+# The model types that rotate and are not decoders (encoders, speech and audio models, towers):
+# their rotation is read; their per-layer plan is not.
+ENCODER_TYPES = tuple(sorted({*_hf_encoder_defaults.DEFAULTS, *_hf_encoder_defaults.SUB_CONFIGS}))
+MODEL_TYPES = tuple(sorted({*_hf_defaults.DEFAULTS, *_hf_defaults.TEXT_MODEL_TYPES, *ENCODER_TYPES}))
+
+# Composite configs with more than one rotating part: the sub-configs to pass instead.
+_ROTATING_PARTS = {
+    "dia": ("encoder_config", "decoder_config"),
+    "t5gemma": ("encoder", "decoder"),
+    "nemo_speechlm": ("asr_config", "word_timestamp_config"),
+}
 
 # The model types whose positions need a mechanism tf_posenc does not have: the mechanism, by
 # model type (transformers 5.25's modeling code). `read` refuses them, naming it.
@@ -84,8 +94,9 @@ def _language_model_type(config, language):
         return None
     if model_type not in MODEL_TYPES:
         raise ValueError(
-            "`model_type` must be a model type of transformers 5.25 whose language model rotates "
-            "queries and keys (docs/porting.md lists them). Received: "
+            "`model_type` must be a model type of transformers 5.25 that rotates queries and keys "
+            "(docs/porting.md lists them; a vision tower's axial rope is "
+            "`AxialRotaryEmbedding`'s). Received: "
             f"model_type={model_type!r}, which tf_posenc has no rules for"
         )
     language_type = _hf_defaults.TEXT_MODEL_TYPES.get(model_type, model_type)
@@ -100,7 +111,7 @@ def _language_model_type(config, language):
 def _with_defaults(config, model_type):
     """`config` with every key tf_posenc reads that it omits filled in as its model's
     transformers config class fills it (`_hf_defaults`); a key given as null stays null."""
-    defaults = _hf_defaults.DEFAULTS[model_type]
+    defaults = _hf_defaults.DEFAULTS.get(model_type) or _hf_encoder_defaults.DEFAULTS[model_type]
     rope_keys = ("rope_parameters", "rope_theta", "rope_local_base_freq", "partial_rotary_factor")
     filled = dict(config)
     for key, value in defaults.items():
@@ -137,6 +148,17 @@ def read(config):
     model's transformers config class fills them. A model type without rules here is a
     `ValueError`."""
     whole = _as_dict(config)
+    if whole.get("model_type") in _ROTATING_PARTS:
+        model_type = whole["model_type"]
+        parts = " or ".join(f"`{key}`" for key in _ROTATING_PARTS[model_type])
+        raise ValueError(
+            f"A {model_type!r} config holds models that rotate differently: pass its {parts}. "
+            f"Received: the whole config (model_type={model_type!r})"
+        )
+    if whole.get("model_type") in _hf_encoder_defaults.SUB_CONFIGS:
+        # A composite config whose rotating part is one sub-config (PE Audio's `audio_config`).
+        key, part_type = _hf_encoder_defaults.SUB_CONFIGS[whole["model_type"]]
+        whole = {"model_type": part_type, **_as_dict(whole.get(key) or {})}
     language = _language_model(whole)
     model_type = _language_model_type(whole, language)
     if model_type is None:
@@ -437,6 +459,9 @@ _INTERLEAVED = frozenset(
         "axk1",
         "axk2",
         "bailing_hybrid",
+        "blt_local_decoder",
+        "blt_local_encoder",
+        "blt_patcher",
         "codegen",
         "cohere",
         "cohere2",
@@ -463,6 +488,11 @@ _INTERLEAVED = frozenset(
         "llama4_text",
         "longcat_flash",
         "mistral4",
+        "moonshine",
+        "moonshine_streaming",
+        "pe_audio_encoder",
+        "pe_audio_video_encoder",
+        "pe_video_encoder",
         "youtu",
     }
 )
@@ -867,6 +897,11 @@ def attention_layers(config):
     """One `LayerEntry` per decoder layer of `config` (a dict from `read`), as transformers
     5.25's attention modules decide them."""
     model_type = config.get("model_type")
+    if model_type in ENCODER_TYPES:
+        raise ValueError(
+            f"The per-layer plan of model_type={model_type!r} (not a decoder) is not read: build its "
+            "layers' rotation with `RotaryEmbedding.from_hf_config`, and give them its masks."
+        )
     if model_type in PLAN_MECHANISMS:
         raise ValueError(
             f"The attention layers of model_type={model_type!r} need a mechanism tf_posenc does not "

@@ -88,9 +88,10 @@ class PositionedAttentionMixin:
     """What `MultiHeadAttention` and `GroupQueryAttention` add to Keras's layers: the checks of
     the new arguments, the positions of a call, and attention computed from them. A subclass
     gives `_heads` (query heads), `_kv_heads`, `_head_dim`, `_scale_default`, `_window`,
-    `_keras_call` and `_expand_kv`."""
+    `_gated`, `_dropout_rate` and `_expand_kv`; Keras's layer (next in the method order) computes
+    a call without positions."""
 
-    def _init_positions(self, rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap,
+    def _init_positions(self, *, rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap,
                         query_norm, key_norm, value_norm, norm_after_rope, clip_qkv, use_sinks,
                         is_causal):  # fmt: skip
         self.rope = _optional_layer("rope", rope, (RotaryEmbedding,), "a `RotaryEmbedding`")
@@ -221,9 +222,10 @@ class PositionedAttentionMixin:
         query, value, key, cache = self._compute_dtype_inputs(query, value, key, cache)
         given = (query_positions, key_positions, cache, cache_update_index, segment_ids)
         if not self._positions_in_use() and all(argument is None for argument in given):
-            return self._keras_call(
-                query, value, key, query_mask, value_mask, key_mask, attention_mask,
-                return_attention_scores, training, use_causal_mask,
+            return super().call(
+                query, value, key=key, query_mask=query_mask, value_mask=value_mask, key_mask=key_mask,
+                attention_mask=attention_mask, return_attention_scores=return_attention_scores,
+                training=training, use_causal_mask=use_causal_mask,
             )  # fmt: skip
         if cache_update_index is not None and cache is None:
             raise ValueError(
@@ -269,7 +271,9 @@ class PositionedAttentionMixin:
         defaulted = query_positions is None and key_positions is None
         shared = key_positions is not None and key_positions is query_positions
         same = (defaulted or shared) and cache_update_index is None
-        query_positions = self._checked_positions("query_positions", query_positions, queries, start)
+        query_positions = self._checked_positions(
+            "query_positions", query_positions, like=queries, start=start
+        )
         if query_where.get("positions") is not None:
             query_where["positions"] = _for_rope(query_positions)
         rotate = None
@@ -291,11 +295,13 @@ class PositionedAttentionMixin:
 
             else:
                 prepare = None
-            keys, values, cache = self._with_cache(cache, cache_update_index, keys, values, prepare)
-            key_positions = self._checked_positions("key_positions", key_positions, keys, 0)
+            keys, values, cache = self._with_cache(
+                cache, cache_update_index=cache_update_index, keys=keys, values=values, prepare=prepare
+            )
+            key_positions = self._checked_positions("key_positions", key_positions, like=keys, start=0)
         else:
             same = same and keys.shape[1] == queries.shape[1] is not None
-            key_positions = self._checked_positions("key_positions", key_positions, keys, 0)
+            key_positions = self._checked_positions("key_positions", key_positions, like=keys, start=0)
             if key_where.get("positions") is not None:
                 key_where["positions"] = _for_rope(key_positions)
             if self.rope is not None:
@@ -305,28 +311,46 @@ class PositionedAttentionMixin:
             floor_scale, attn_scale, offset, slots = self.temperature
             where = query_positions
             if slots:  # Llama 4's: the slots the call writes, `start + arange(len)`
-                where = self._checked_positions("query_positions", None, queries, start)
+                where = self._checked_positions("query_positions", None, like=queries, start=start)
             scale = attention.attention_temperature(where, floor_scale, attn_scale, offset)
             queries = queries * ops.cast(ops.expand_dims(ops.expand_dims(scale, -1), -1), queries.dtype)
         mask = self._mask(
-            query_positions, key_positions, query_mask, value_mask, key_mask, attention_mask,
-            use_causal_mask, segment_ids,
+            query_positions=query_positions, key_positions=key_positions, query_mask=query_mask,
+            value_mask=value_mask, key_mask=key_mask, attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask, segment_ids=segment_ids,
         )  # fmt: skip
         keys, values = self._expand_kv(keys), self._expand_kv(values)
         bias = None
         if self.position_bias is not None:
-            bias = ops.cast(self._bias(query_positions, key_positions, start, defaulted), queries.dtype)
-        output, scores = self._attend(queries, keys, values, mask, bias, return_attention_scores, training)
+            bias = ops.cast(
+                self._bias(
+                    query_positions=query_positions,
+                    key_positions=key_positions,
+                    start=start,
+                    defaulted=defaulted,
+                ),
+                queries.dtype,
+            )
+        output, scores = self._attend(
+            queries,
+            keys,
+            values,
+            mask=mask,
+            bias=bias,
+            return_scores=return_attention_scores,
+            training=training,
+        )
         output = self._output_dense(output if gate is None else ops.multiply(output, gate))
         if cache is not None:
             return (output, scores, cache) if return_attention_scores else (output, cache)
         return (output, scores) if return_attention_scores else output
 
-    def _checked_positions(self, name, positions, projected, start):
-        """`positions` `(len,)` or `(batch, len)`, or `start + arange(len)`, as int32 `(batch or 1, len)`."""
-        length = projected.shape[1]
+    def _checked_positions(self, name, positions, *, like, start):
+        """`positions` `(len,)` or `(batch, len)`, or `start + arange(len)`, as int32 `(batch or 1,
+        len)`; `len` is that of the projected features `like`."""
+        length = like.shape[1]
         if positions is None:
-            return ops.expand_dims(ops.arange(ops.shape(projected)[1], dtype="int32") + start, 0)
+            return ops.expand_dims(ops.arange(ops.shape(like)[1], dtype="int32") + start, 0)
         checked = _positions.batched_positions(name, positions)
         if None not in (length, checked.shape[1]) and checked.shape[1] != length:
             raise ValueError(
@@ -335,7 +359,7 @@ class PositionedAttentionMixin:
             )
         return checked
 
-    def _with_cache(self, cache, cache_update_index, keys, values, rotate):
+    def _with_cache(self, cache, *, cache_update_index, keys, values, prepare):
         """keras-hub's `CachedMultiHeadAttention` convention: `cache` `(batch, 2, slots, kv_heads,
         head_dim)`, slot `i` holding position `i`; the call's keys (rotated first) and values are
         written from `cache_update_index` on."""
@@ -360,14 +384,14 @@ class PositionedAttentionMixin:
                     f"`cache` has {slots} slots: a call of {steps} steps from `cache_update_index` must "
                     f"fit in them. Received: cache_update_index={cache_update_index}"
                 )
-        if rotate is not None:
-            keys = rotate(keys)
+        if prepare is not None:
+            keys = prepare(keys)
         start = [0, cache_update_index, 0, 0]
         key_cache = ops.slice_update(key_cache, start, ops.cast(keys, key_cache.dtype))
         value_cache = ops.slice_update(value_cache, start, ops.cast(values, value_cache.dtype))
         return key_cache, value_cache, ops.stack([key_cache, value_cache], axis=1)
 
-    def _mask(self, query_positions, key_positions, query_mask, value_mask, key_mask, attention_mask,
+    def _mask(self, *, query_positions, key_positions, query_mask, value_mask, key_mask, attention_mask,
               use_causal_mask, segment_ids):  # fmt: skip
         """The boolean `(batch or 1, q_len, k_len)` mask of a call, or `None`: Keras's masks, and
         the causal, window and chunk rules on the positions (`attention.position_rules`, those of
@@ -406,7 +430,7 @@ class PositionedAttentionMixin:
             combined = ops.logical_and(combined, mask)
         return combined
 
-    def _bias(self, query_positions, key_positions, start, defaulted):
+    def _bias(self, *, query_positions, key_positions, start, defaulted):
         """The score bias of the positions. In a graph, the layers of a decoding step that share a
         bias layer and default their positions from one `cache_update_index` share its bias, as
         they share the rotation's rows (`_kept.PerGraph`)."""
@@ -420,7 +444,7 @@ class PositionedAttentionMixin:
             )
         return self.position_bias.bias(query_positions, key_positions)
 
-    def _attend(self, queries, keys, values, mask, bias, return_scores, training):
+    def _attend(self, queries, keys, values, *, mask, bias, return_scores, training):
         scale = self.scaling if self.scaling is not None else self._scale_default
         explicit = (
             return_scores or self.logit_soft_cap is not None or self.use_sinks or self._dropout_rate() > 0.0
@@ -618,8 +642,10 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
         keras_arguments.update(_newer_keras_arguments(sliding_window, use_gate))
         super().__init__(num_heads, key_dim, **keras_arguments, **_without_autocast(kwargs))
         self._init_positions(
-            rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap, query_norm, key_norm,
-            value_norm, norm_after_rope, clip_qkv, use_sinks, is_causal,
+            rope=rope, position_bias=position_bias, scaling=scaling, temperature=temperature,
+            chunk_size=chunk_size, logit_soft_cap=logit_soft_cap, query_norm=query_norm,
+            key_norm=key_norm, value_norm=value_norm, norm_after_rope=norm_after_rope,
+            clip_qkv=clip_qkv, use_sinks=use_sinks, is_causal=is_causal,
         )  # fmt: skip
         if self._positions_in_use() and attention_axes not in (None, 1, (1,), [1]):
             used = ", ".join(
@@ -658,16 +684,13 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
     def _expand_kv(self, tensor):
         return tensor
 
-    def _keras_call(self, *arguments):
-        return keras.layers.MultiHeadAttention.call(self, *arguments)
-
-    def _with_cache(self, cache, cache_update_index, keys, values, rotate):
+    def _with_cache(self, cache, **arguments):
         if self._value_dim != self._key_dim:
             raise ValueError(
                 "A `cache` holds keys and values of one size: `value_dim` must equal `key_dim`. "
                 f"Received: key_dim={self._key_dim}, value_dim={self._value_dim}"
             )
-        return super()._with_cache(cache, cache_update_index, keys, values, rotate)
+        return super()._with_cache(cache, **arguments)
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
@@ -751,8 +774,10 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
             head_dim, num_query_heads, num_key_value_heads, **keras_arguments, **_without_autocast(kwargs)
         )
         self._init_positions(
-            rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap, query_norm, key_norm,
-            value_norm, norm_after_rope, clip_qkv, use_sinks, is_causal,
+            rope=rope, position_bias=position_bias, scaling=scaling, temperature=temperature,
+            chunk_size=chunk_size, logit_soft_cap=logit_soft_cap, query_norm=query_norm,
+            key_norm=key_norm, value_norm=value_norm, norm_after_rope=norm_after_rope,
+            clip_qkv=clip_qkv, use_sinks=use_sinks, is_causal=is_causal,
         )  # fmt: skip
 
     @property
@@ -782,9 +807,6 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
 
     def _expand_kv(self, tensor):
         return ops.repeat(tensor, self.num_repeats, axis=2)
-
-    def _keras_call(self, *arguments):
-        return keras.layers.GroupQueryAttention.call(self, *arguments)
 
     @classmethod
     def from_hf_config(cls, config, layer_index, **kwargs):
