@@ -1071,6 +1071,9 @@ def module_defaults():
 
 ENCODERS = pathlib.Path(__file__).parent / "transformers_encoders_5_25.json"
 ENCODER_POSITIONS = [1, 63, 2**17 - 1]  # capped below a model's max_position_embeddings
+# Rotary modules that take a row of ids per axis of an image (NeoMME's h and w): printed at
+# ids p and 2p + 1, so that both rows show.
+TWO_AXES = ("neomme",)
 
 
 def rotary_other_models():
@@ -1086,6 +1089,8 @@ def rotary_other_models():
         name = transformers.models.auto.configuration_auto.model_type_to_module_name(model_type)
         try:
             module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+            if AutoConfig.for_model(model_type).model_type in taken:
+                continue  # another name of a decoder's config (`EvollaModel`)
         except Exception:
             continue
         if any(
@@ -1104,12 +1109,16 @@ def own_rotary(config, module):
         (
             value
             for key, value in vars(module).items()
-            if inspect.isclass(value) and key.endswith("RotaryEmbedding") and value.__module__ == module.__name__
+            if inspect.isclass(value)
+            and key.endswith("RotaryEmbedding")
+            and value.__module__ == module.__name__
         ),
         key=lambda value: ("Vision" in value.__name__, value.__name__),
     )
     candidates = [(None, config)] + [
-        (key, value) for key, value in vars(config).items() if isinstance(value, transformers.PretrainedConfig)
+        (key, value)
+        for key, value in vars(config).items()
+        if isinstance(value, transformers.PretrainedConfig)
     ]
     for key, candidate in candidates:
         for rotary_class in classes:
@@ -1152,6 +1161,12 @@ def encoder_entry(model_type, module):
     limit = getattr(rotary_config, "max_position_embeddings", None) or 2**31
     positions = [min(position, int(limit) - 1) for position in ENCODER_POSITIONS]
     ids = torch.tensor([positions])
+    if model_type in TWO_AXES:
+        ids = torch.stack([ids, ids * 2 + 1])
+        entry["axes"] = 2
+    elif takes_mrope_ids(rope, rotary_config):  # GLM-Image's text model: t, h and w ids
+        ids = torch.stack([ids, ids * 2 + 1, ids * 3 + 2])
+        entry["axes"] = 3
     apply = getattr(module, "apply_rotary_pos_emb", None)
     accepted = inspect.signature(rope.forward).parameters
     entry["positions"], entry["rows"] = positions, {}
@@ -1159,17 +1174,21 @@ def encoder_entry(model_type, module):
         extra = {"layer_type": kind} if "layer_type" in accepted else {}
         with float64_everywhere():
             cos, sin = rope(torch.zeros(1, len(positions), 1, dtype=torch.float64), ids, **extra)
-        width = cos.shape[-1]
-        vector, units = fixed_vectors(width)
-        query = torch.tensor(vector).expand(1, 1, len(positions), width).clone()
         # The rows at the last position (largest angles), and the rotated vector there whole
-        # and at every position dotted with three unit vectors.
+        # and at every position dotted with three unit vectors: as wide as the cosines, or
+        # twice (a row per pair: the privacy filter's).
         printed = {"cos": cos[0, -1].tolist(), "sin": sin[0, -1].tolist()}
-        if apply is not None:
-            with float64_everywhere():
-                rotated, _ = apply(query, query.clone(), cos, sin)
-            printed["rotated"] = rotated[0, 0, -1].tolist()
+        for width in (cos.shape[-1], 2 * cos.shape[-1]) if apply is not None else ():
+            vector, units = fixed_vectors(width)
+            query = torch.tensor(vector).expand(1, 1, len(positions), width).clone()
+            try:
+                with float64_everywhere():
+                    rotated, _ = apply(query, query.clone(), cos, sin)
+            except RuntimeError:
+                continue
+            printed.update(width=width, rotated=rotated[0, 0, -1].tolist())
             printed["dots"] = (rotated[0, 0].numpy() @ units.T).tolist()
+            break
         entry["rows"][str(kind)] = printed
     return entry
 
@@ -1186,19 +1205,40 @@ def encoders():
             printed[model_type] = encoder_entry(model_type, module)
         except Exception as error:
             printed[model_type] = {"error": f"{type(error).__name__}: {error}"[:200]}
-        print(model_type, printed[model_type].get("error", printed[model_type].get("rotary_class")), flush=True)
+        print(
+            model_type, printed[model_type].get("error", printed[model_type].get("rotary_class")), flush=True
+        )
     for entry in printed.values():
         # A composite config whose rotary module is its sub-config's, printed under that type.
         own = printed.get(entry.get("config_type"), {})
-        if entry.get("config_key") and own.get("config_key", "") is None and own["defaults"] == entry["defaults"]:
+        if (
+            entry.get("config_key")
+            and own.get("config_key", "") is None
+            and own["defaults"] == entry["defaults"]
+        ):
             for key in ("defaults", "rows", "positions"):
                 entry.pop(key, None)
-    source = f"transformers {transformers.__version__}, torch {torch.__version__}: tests/print_transformers.py encoders"
-    ENCODERS.write_text(json.dumps({"source": source, "types": printed}, separators=(",", ":")) + "\n")
-    encoder_defaults(printed)
+    # The model types whose text model is one of these (ModernVBERT's ModernBERT).
+    text_types = {}
+    for model_type in sorted(transformers.models.auto.configuration_auto.CONFIG_MAPPING_NAMES):
+        if model_type in printed:
+            continue
+        try:
+            text = AutoConfig.for_model(model_type).get_text_config()
+        except Exception:
+            continue
+        if text.model_type != model_type and "rows" in printed.get(text.model_type, {}):
+            text_types[model_type] = text.model_type
+    source = f"transformers {transformers.__version__}, torch {torch.__version__}: "
+    source += "tests/print_transformers.py encoders"
+    ENCODERS.write_text(
+        json.dumps({"source": source, "types": printed, "text_types": text_types}, separators=(",", ":"))
+        + "\n"
+    )
+    encoder_defaults(printed, text_types)
 
 
-def encoder_defaults(printed):
+def encoder_defaults(printed, text_types):
     """Writes tf_posenc/_hf_encoder_defaults.py from the printed entries (then `ruff format` it)."""
     own, nested = {}, {}
     for model_type, entry in printed.items():
@@ -1216,7 +1256,11 @@ def encoder_defaults(printed):
         "and the composite configs whose rotary module is built from a sub-config.\n"
         '"""\n\n'
     )
-    body = f"DEFAULTS = {own!r}\n\n# model type: (its key, the sub-config's model type)\nSUB_CONFIGS = {nested!r}\n"
+    body = (
+        f"DEFAULTS = {own!r}\n\n"
+        f"# model type: (its key, the sub-config's model type)\nSUB_CONFIGS = {nested!r}\n\n"
+        f"# model type: its text model's type (its `text_config`)\nTEXT_MODEL_TYPES = {text_types!r}\n"
+    )
     target = pathlib.Path(__file__).parent.parent / "tf_posenc" / "_hf_encoder_defaults.py"
     target.write_text(header + body)
 

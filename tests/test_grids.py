@@ -763,9 +763,11 @@ def test_mrope_configs_and_errors():
     with pytest.raises(ValueError, match=r"for M-RoPE must have shape \(3, batch, seq_len\)"):
         RotaryEmbedding(mrope_section=[16, 24, 24])(np.zeros((1, 8, 128), "float32"), positions=MROPE_IDS[:2])
     with pytest.raises(
-        ValueError, match=r"`mrope_interleaved=True` \(Qwen3-VL\) needs a `mrope_section` of three"
+        ValueError, match=r"`mrope_interleaved=True` needs a `mrope_section` of three sizes"
     ):
         RotaryEmbedding(mrope_interleaved=True)
+    with pytest.raises(ValueError, match=r"or two \(h, w; NeoMME\). Received: mrope_section=\[8\]"):
+        RotaryEmbedding(mrope_interleaved=True, mrope_section=[8])
     with pytest.raises(ValueError, match=r"cannot be combined with rope_type='dynamic_ntk'"):
         RotaryEmbedding(
             mrope_section=[4, 4], rope_type="dynamic_ntk", scaling_factor=2.0, max_position_embeddings=8

@@ -48,7 +48,8 @@ def _language_model(config):
 # The model types that rotate and are not decoders (encoders, speech and audio models, towers):
 # their rotation is read; their per-layer plan is not.
 ENCODER_TYPES = tuple(sorted({*_hf_encoder_defaults.DEFAULTS, *_hf_encoder_defaults.SUB_CONFIGS}))
-MODEL_TYPES = tuple(sorted({*_hf_defaults.DEFAULTS, *_hf_defaults.TEXT_MODEL_TYPES, *ENCODER_TYPES}))
+# Multimodal configs: the model type of their language model (decoders and encoders).
+_TEXT_MODEL_TYPES = {**_hf_defaults.TEXT_MODEL_TYPES, **_hf_encoder_defaults.TEXT_MODEL_TYPES}
 
 # Composite configs with more than one rotating part: the sub-configs to pass instead.
 _ROTATING_PARTS = {
@@ -77,11 +78,23 @@ MECHANISMS = {
         "T5Gemma 2's merged attention: rotated self-attention keys and unrotated encoder keys in one softmax"
     ),
     "blt": "BLT's global transformer, whose positions are patch indices",
+    "blt_global_transformer": "BLT's global transformer, whose positions are patch indices",
     "pi05": "π0.5's action expert, whose decoder config is nested in its `dit_config`",
     "dots3_note_text": (
         "dots.llm3's latent-attention heads of another size on each layer type (`per_layer_config`)"
     ),
+    # Not decoders: rotations of other coordinates than a token's position.
+    "musicflamingo": (
+        "Music Flamingo's rotation of its audio windows by their timestamps, and of time within them"
+    ),
+    "llama4_vision_model": "Llama 4's vision encoder's rotation of its patch grid's rows and columns",
+    "efficientloftr": "EfficientLoFTR's rotation of its feature maps' coordinates",
+    "eomt_dinov3": (
+        "DINOv3's patch-grid rotation, which `AxialRotaryEmbedding.from_hf_config` reads from a "
+        "'dinov3_vit' config"
+    ),
 }
+MODEL_TYPES = tuple(sorted({*_hf_defaults.DEFAULTS, *_TEXT_MODEL_TYPES, *ENCODER_TYPES, *MECHANISMS}))
 
 
 def _language_model_type(config, language):
@@ -99,7 +112,7 @@ def _language_model_type(config, language):
             "`AxialRotaryEmbedding`'s). Received: "
             f"model_type={model_type!r}, which tf_posenc has no rules for"
         )
-    language_type = _hf_defaults.TEXT_MODEL_TYPES.get(model_type, model_type)
+    language_type = _TEXT_MODEL_TYPES.get(model_type, model_type)
     if language_type in MECHANISMS:
         raise ValueError(
             f"The positions of model_type={model_type!r} need a mechanism tf_posenc does not have: "
@@ -428,6 +441,9 @@ def rotary_arguments(config, layer_type=None):
         # A key given as null means the default, as transformers reads it.
         arguments[name] = _rope_types.ARGUMENTS[name].default if value is None else value
     rotating = _rope_types.rotated_width(rope_type, head_dim, arguments["partial_rotary_factor"])
+    if config.get("model_type") in _TWO_AXES:
+        # NeoMME's rows: pair j turns by the row ids where j is even, the column ids where odd.
+        arguments.update(mrope_section=[rotating // 4, rotating // 4], mrope_interleaved=True)
     if (
         rotating % 2
         and config.get("model_type") in _COSINES_WIDTH
@@ -490,6 +506,7 @@ _INTERLEAVED = frozenset(
         "mistral4",
         "moonshine",
         "moonshine_streaming",
+        "openai_privacy_filter",
         "pe_audio_encoder",
         "pe_audio_video_encoder",
         "pe_video_encoder",
@@ -529,6 +546,7 @@ _ROPE_BY_LAYER_TYPE = ("cohere_compass_text",)
 # the sections their code uses where the config names none, and whether their
 # `recomposition_frequencies` interleaves them (Qwen3-VL's t, h, w, t, h, w, ...) or lays
 # them out one after another (Qwen2-VL's). transformers 5.25 reads no `mrope_interleaved`.
+_TWO_AXES = ("neomme",)
 _MROPE = {
     "cohere_compass_text": ([24, 20, 20], True),
     "cosmos3_edge_text": ([24, 20, 20], True),

@@ -5,13 +5,6 @@ and the composite configs whose rotary module is built from a sub-config.
 """
 
 DEFAULTS = {
-    "EvollaModel": {
-        "num_hidden_layers": 32,
-        "hidden_size": 4096,
-        "num_attention_heads": 32,
-        "max_position_embeddings": 8192,
-        "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"},
-    },
     "blt_global_transformer": {
         "num_hidden_layers": 25,
         "hidden_size": 2048,
@@ -427,6 +420,23 @@ DEFAULTS = {
         "max_position_embeddings": 2048,
         "rope_parameters": {"rope_theta": 1000.0, "rope_type": "default"},
     },
+    "openai_privacy_filter": {
+        "num_hidden_layers": 8,
+        "hidden_size": 640,
+        "num_attention_heads": 14,
+        "head_dim": 64,
+        "max_position_embeddings": 131072,
+        "sliding_window": 128,
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "factor": 32.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+            "original_max_position_embeddings": 4096,
+            "rope_theta": 150000.0,
+        },
+    },
     "pe_audio_encoder": {
         "num_hidden_layers": 6,
         "hidden_size": 1792,
@@ -725,3 +735,6 @@ SUB_CONFIGS = {
     "t5gemma": ("encoder", "t5_gemma_module"),
     "t5gemma2_encoder": ("text_config", "t5gemma2_text"),
 }
+
+# model type: its text model's type (its `text_config`)
+TEXT_MODEL_TYPES = {"colmodernvbert": "modernbert", "modernvbert": "modernbert", "ultravbert": "ultrabert"}

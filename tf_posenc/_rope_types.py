@@ -291,11 +291,11 @@ def checked_arguments(arguments):
             "frequencies follow each call's extent."
         )
     if checked["mrope_interleaved"] and (
-        checked["mrope_section"] is None or len(checked["mrope_section"]) != 3
+        checked["mrope_section"] is None or len(checked["mrope_section"]) not in (2, 3)
     ):
         raise ValueError(
-            "`mrope_interleaved=True` (Qwen3-VL) needs a `mrope_section` of three sizes (t, h, w). "
-            f"Received: mrope_section={arguments['mrope_section']!r}"
+            "`mrope_interleaved=True` needs a `mrope_section` of three sizes (t, h, w; Qwen3-VL) or "
+            f"two (h, w; NeoMME). Received: mrope_section={arguments['mrope_section']!r}"
         )
     return checked
 

@@ -343,13 +343,15 @@ class RotaryEmbeddingMixin:
         """Which id row (t, h, w) turns each of `pairs` feature pairs under M-RoPE: contiguous
         sections (Qwen2-VL, Qwen2.5-VL), or Qwen3-VL's interleaved assignment (pair `j` takes h
         where `j % 3 == 1` and `j < 3 * mrope_section[1]`, w where `j % 3 == 2` and
-        `j < 3 * mrope_section[2]`, t elsewhere)."""
+        `j < 3 * mrope_section[2]`, t elsewhere; with two sections, NeoMME's h and w, the same
+        rule modulo 2)."""
         if not self.mrope_interleaved:
             return np.repeat(np.arange(len(self.mrope_section)), self.mrope_section)
         pair = np.arange(pairs)
         axes = np.zeros(pairs, int)
-        for axis in (1, 2):
-            axes[(pair % 3 == axis) & (pair < 3 * self.mrope_section[axis])] = axis
+        count = len(self.mrope_section)
+        for axis in range(1, count):
+            axes[(pair % count == axis) & (pair < count * self.mrope_section[axis])] = axis
         return axes
 
     def _mrope_rows(self, dim, values, dtype):
@@ -502,7 +504,8 @@ class RotaryEmbedding(RotaryEmbeddingMixin, SinusoidLayer):
             `(batch, seq_len)`, or `start_index`, give every axis the same ids: plain RoPE, as
             for text. Defaults to `None`.
         mrope_interleaved: Boolean. Qwen3-VL's interleaved assignment of the pairs to the
-            sections instead of contiguous sections. Defaults to `False`.
+            sections instead of contiguous sections (NeoMME's with two sections, h and w).
+            Defaults to `False`.
         partial_rotary_factor: Number in (0, 1]. The leading fraction of each head's features
             that rotates; the rest pass through (GPT-NeoX's `rotary_pct`, Phi, StableLM), in
             either layout. For `"proportional"`, the fraction of pairs with a non-zero

@@ -1,0 +1,154 @@
+"""The model types of transformers 5.25 that rotate queries and keys and are not decoders (text
+encoders and embedders, speech and audio models, the other towers), read from their config
+classes' defaults by `RotaryEmbedding.from_hf_config`: their rows and a vector rotated by each
+rotary module's own `apply_rotary_pos_emb`, run in float64, as `tests/print_transformers.py
+encoders` printed them (transformers 5.25.0, torch 2.13.0: `transformers_encoders_5_25.json`);
+or refused by the mechanism they need."""
+
+import json
+import pathlib
+import re
+
+import numpy as np
+import pytest
+from fingerprints import fixed_vectors
+
+from tf_posenc import RotaryEmbedding, _hf_config, hf_attention_layers
+from tf_posenc import _hf_encoder_defaults as encoder_defaults
+
+PRINTED = json.loads((pathlib.Path(__file__).parent / "transformers_encoders_5_25.json").read_text())
+TYPES = PRINTED["types"]
+# Measured: 1.5e-11 at most (T5Gemma 2's sliding layers), at positions up to 2**17 - 1, whose
+# angles reach 1e5: the two float64 computations of an angle differ by its last bits.
+BOUND = 1e-10
+CASES = [
+    (model_type, kind)
+    for model_type, entry in sorted(TYPES.items())
+    if "rows" in entry and model_type not in _hf_config.MECHANISMS
+    for kind in entry["rows"]
+]
+
+
+def rotated_by_us(model_type, kind, entry):
+    """Our rows at the printed positions and the printed vector rotated, as the model's head
+    holds it (a partial rotation's other features ride along)."""
+    layer_type = None if kind == "None" else kind
+    rope = RotaryEmbedding.from_hf_config({"model_type": model_type}, layer_type=layer_type, dtype="float64")
+    head = _hf_config._head_dim(_hf_config.read({"model_type": model_type}), layer_type)
+    width = entry["rows"][kind]["width"]
+    vector, units = fixed_vectors(width)
+    features = np.zeros(head)
+    features[:width] = vector + 0.0
+    features[width:] = np.linspace(-1.0, 1.0, head - width)
+    positions = np.asarray(entry["positions"])
+    if entry.get("axes") == 2:  # NeoMME's rows of ids p and 2p + 1
+        positions = np.stack([positions, positions * 2 + 1])[:, None, :]
+    batch = np.broadcast_to(features, (1, len(entry["positions"]), 1, head)).copy()
+    rotated = np.asarray(rope(batch, positions=positions))[0, :, 0]
+    cos, sin = (np.asarray(rows)[0, -1] for rows in rope.rows(batch, positions=positions))
+    return rope, rotated, features, (cos, sin), units, width
+
+
+@pytest.mark.parametrize("model_type, kind", CASES, ids=[f"{t}-{k}" for t, k in CASES])
+def test_the_rotation_is_the_rotary_modules(model_type, kind):
+    entry = TYPES[model_type]
+    printed = entry["rows"][kind]
+    rope, rotated, features, (cos, sin), units, width = rotated_by_us(model_type, kind, entry)
+    # The rows: each pair's cosine and sine at the last position, wherever each code keeps them
+    # (transformers' `[f | f]`, `f` repeated per pair, or `f`; ours by the layer's layout).
+    theirs = {}
+    for name, row in (("cos", printed["cos"]), ("sin", printed["sin"])):
+        row = np.asarray(row)
+        if len(row) == width // 2:  # one per pair (the privacy filter's)
+            theirs[name] = row
+        elif np.allclose(row[: width // 2], row[width // 2 :], rtol=0, atol=1e-15):
+            theirs[name] = row[: width // 2]
+        else:
+            theirs[name] = row[0::2]
+    pairs = slice(0, width // 2) if rope.layout == "half" else slice(0, width, 2)
+    assert np.abs(cos[pairs] - theirs["cos"]).max() <= BOUND
+    assert np.abs(sin[pairs] - theirs["sin"]).max() <= BOUND
+    # The vector, rotated by the module's apply function: whole at the last position, and at
+    # every position dotted with three unit vectors.
+    assert np.abs(rotated[-1, :width] - printed["rotated"]).max() <= BOUND
+    assert np.abs(rotated[:, :width] @ units.T - printed["dots"]).max() <= BOUND
+    np.testing.assert_array_equal(
+        rotated[:, width:], np.broadcast_to(features[width:], rotated[:, width:].shape)
+    )
+
+
+def test_every_rotating_model_that_is_not_a_decoder_is_read_or_refused_by_name():
+    read, refused, axial, unprinted = set(), {}, set(), {}
+    for model_type, entry in TYPES.items():
+        # The layer types a model rotates by (ModernBERT's global and local layers).
+        rows = entry.get("rows") or TYPES.get(entry.get("config_type"), {}).get("rows") or {"None": None}
+        try:
+            for kind in rows:
+                layer_type = None if kind == "None" else kind
+                RotaryEmbedding.from_hf_config({"model_type": model_type}, layer_type=layer_type)
+            read.add(model_type)
+        except ValueError as error:
+            if model_type in _hf_config.MECHANISMS or "holds models that rotate differently" in str(error):
+                refused[model_type] = str(error)
+            elif entry.get("rope_type") == "axial":
+                axial.add(model_type)
+                assert "`AxialRotaryEmbedding`'s" in str(error), model_type
+            else:  # no rotary module builds from its config: a part of a composite model that
+                # does not rotate (its module's rotation is another part's), or GLM-Image's text
+                # model, whose default sections do not fit its default width in transformers either
+                assert "error" in entry and "which tf_posenc has no rules for" in str(error), model_type
+                unprinted[model_type] = str(error)
+    for model_type, message in refused.items():
+        if model_type in _hf_config.MECHANISMS:
+            assert _hf_config.MECHANISMS[model_type] in message and "need a mechanism" in message
+        else:  # a composite config of several rotating models
+            assert "holds models that rotate differently: pass its" in message, message
+    assert sorted(refused) == [
+        "blt_global_transformer", "dia", "efficientloftr", "eomt_dinov3", "llama4_vision_model",
+        "musicflamingo", "nemo_speechlm", "t5gemma",
+    ]  # fmt: skip
+    # Every entry printed with rows is read, under its type or its composite's.
+    assert {t for t, entry in TYPES.items() if "rows" in entry} - read == {"blt_global_transformer"}
+    assert (len(read), len(refused), len(axial), len(unprinted)) == (60, 8, 37, 45)
+    # Their multimodal and composite configs read as their text model or sub-config.
+    for parent, text_type in encoder_defaults.TEXT_MODEL_TYPES.items():
+        assert _hf_config.read({"model_type": parent})["model_type"] == text_type
+    for parent, (key, part) in encoder_defaults.SUB_CONFIGS.items():
+        if parent not in _hf_config._ROTATING_PARTS:
+            given = {
+                "model_type": parent,
+                key: {"rope_parameters": {"rope_type": "default", "rope_theta": 7.0}},
+            }
+            assert RotaryEmbedding.from_hf_config(given).max_wavelength == 7.0, parent
+            assert _hf_config.read({"model_type": parent})["model_type"] == part
+    # What the config gives replaces the defaults: ModernBERT's local rope theta.
+    modernbert = {"model_type": "modernbert", "rope_parameters": {
+        "full_attention": {"rope_type": "default", "rope_theta": 160000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+    }}  # fmt: skip
+    assert (
+        RotaryEmbedding.from_hf_config(modernbert, layer_type="sliding_attention").max_wavelength == 10000.0
+    )
+    assert RotaryEmbedding.from_hf_config(modernbert, layer_type="full_attention").max_wavelength == 160000.0
+
+
+def test_their_per_layer_plan_and_vision_towers_are_refused_with_what_to_use():
+    with pytest.raises(ValueError, match=r"per-layer plan of model_type='modernbert' \(not a decoder\)"):
+        hf_attention_layers({"model_type": "modernbert"})
+    with pytest.raises(ValueError, match=r"`encoder_config` or `decoder_config`"):
+        RotaryEmbedding.from_hf_config({"model_type": "dia"})
+    with pytest.raises(ValueError, match="`AxialRotaryEmbedding`'s"):
+        RotaryEmbedding.from_hf_config({"model_type": "qwen2_vl_vision"})
+
+
+def test_the_porting_page_lists_the_encoders_read():
+    text = (pathlib.Path(__file__).parent.parent / "docs" / "porting.md").read_text(encoding="utf-8")
+
+    def names(name):
+        block = text[text.index(f"<!-- {name} -->") : text.index(f"<!-- /{name} -->")]
+        return set(re.findall(r"`([a-z0-9_.-]+)`", block))
+
+    read = set(encoder_defaults.DEFAULTS) - set(_hf_config.MECHANISMS)
+    assert names("model-types-encoders-read") == read
+    parts = {*encoder_defaults.SUB_CONFIGS, *encoder_defaults.TEXT_MODEL_TYPES}
+    assert names("model-types-encoders-parts") == parts - set(_hf_config._ROTATING_PARTS) - read
