@@ -14,6 +14,7 @@ the test environment), from the repository's root:
     python tests/print_transformers.py modules     # writes tests/transformers_modules_5_25.json
     python tests/print_transformers.py modules TYPE ...  # prints those types' modules again, in place
     python tests/print_transformers.py encoders    # writes tests/transformers_encoders_5_25.json
+    python tests/print_transformers.py vision      # writes tests/transformers_vision_5_25.json
     python tests/print_transformers.py module_defaults  # writes tf_posenc/_hf_module_defaults.py
                                                         # (then `ruff format` it)
 
@@ -1265,6 +1266,95 @@ def encoder_defaults(printed, text_types):
     target.write_text(header + body)
 
 
+VISION = pathlib.Path(__file__).parent / "transformers_vision_5_25.json"
+# Two grids (t, h, w): an image, and a video of 2 frames, each a whole number of merge blocks.
+VISION_GRIDS = ([1, 4, 6], [2, 6, 4])
+
+
+def vision_apply(module):
+    """The apply function a vision tower's attention calls."""
+    for name in ("apply_rotary_pos_emb_vision", "apply_rotary_pos_emb"):
+        if callable(getattr(module, name, None)):
+            return name, getattr(module, name)
+    return None, None
+
+
+def vision_entry(model_type, module):
+    """A vision config whose rope type is "axial": its rotary module run in float64 at
+    `get_vision_position_ids` of each grid, and a vector rotated by the module's apply function."""
+    from transformers.vision_utils import get_vision_position_ids
+
+    config = AutoConfig.for_model(model_type)
+    key, rotary_config, rope = own_rotary(config, module)
+    parameters = getattr(rotary_config, "rope_parameters", None) or {}
+    entry = {
+        "config_key": key,
+        "rotary_class": type(rope).__name__,
+        "rope_parameters": parameters,
+        "defaults": {},
+    }
+    written = rotary_config.to_dict()
+    for name in (
+        "hidden_size",
+        "embed_dim",
+        "num_attention_heads",
+        "num_heads",
+        "head_dim",
+        "spatial_merge_size",
+    ):
+        if isinstance(written.get(name), int):
+            entry["defaults"][name] = written[name]
+    merge = written.get("spatial_merge_size") or 1
+    apply_name, apply = vision_apply(module)
+    entry["apply"] = apply_name
+    entry["grids"] = []
+    for grid in VISION_GRIDS:
+        thw = torch.tensor([[grid[0], grid[1] * merge, grid[2] * merge]])
+        ids = get_vision_position_ids(thw, merge)
+        with float64_everywhere():
+            cos, sin = rope(torch.zeros(1, dtype=torch.float64), ids)  # (tokens, 2) ids
+        cos, sin = cos.reshape(len(ids), -1), sin.reshape(len(ids), -1)
+        width = cos.shape[-1]
+        vector, units = fixed_vectors(width)
+        query = torch.tensor(vector).expand(len(ids), 1, width).clone()
+        printed = {"grid_thw": thw[0].tolist(), "cos": cos[-1].tolist(), "sin": sin[-1].tolist()}
+        if apply is not None:
+            for shaped in (query, query.permute(1, 0, 2)[None]):
+                try:
+                    with float64_everywhere():
+                        rotated, _ = apply(shaped, shaped.clone(), cos, sin)
+                except Exception:
+                    continue
+                rotated = rotated.reshape(len(ids), width)
+                printed.update(
+                    width=width, rotated=rotated[-1].tolist(), dots=(rotated.numpy() @ units.T).tolist()
+                )
+                break
+        entry["grids"].append(printed)
+    return entry
+
+
+def vision():
+    """Writes tests/transformers_vision_5_25.json: for every model type of `rotary_other_models`
+    whose rope type is "axial", its rotary module (from its config class's defaults, or its first
+    sub-config it builds from) and apply function, run in float64 at two grids' position ids."""
+    printed = {}
+    encoders = json.loads(ENCODERS.read_text())["types"]
+    for model_type, module in rotary_other_models().items():
+        if encoders.get(model_type, {}).get("rope_type") != "axial":
+            continue
+        try:
+            printed[model_type] = vision_entry(model_type, module)
+        except Exception as error:
+            printed[model_type] = {"error": f"{type(error).__name__}: {error}"[:200]}
+        print(
+            model_type, printed[model_type].get("error", printed[model_type].get("rotary_class")), flush=True
+        )
+    source = f"transformers {transformers.__version__}, torch {torch.__version__}: "
+    source += "tests/print_transformers.py vision"
+    VISION.write_text(json.dumps({"source": source, "types": printed}, separators=(",", ":")) + "\n")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "rotations":
         rotations(sys.argv[2:])
@@ -1281,5 +1371,6 @@ if __name__ == "__main__":
             "layer_types": layer_types,
             "module_defaults": module_defaults,
             "encoders": encoders,
+            "vision": vision,
         }
         verbs[sys.argv[1]]()

@@ -762,9 +762,7 @@ def test_mrope_configs_and_errors():
         layer(np.zeros((1, 8, 128), "float32"))
     with pytest.raises(ValueError, match=r"for M-RoPE must have shape \(3, batch, seq_len\)"):
         RotaryEmbedding(mrope_section=[16, 24, 24])(np.zeros((1, 8, 128), "float32"), positions=MROPE_IDS[:2])
-    with pytest.raises(
-        ValueError, match=r"`mrope_interleaved=True` needs a `mrope_section` of three sizes"
-    ):
+    with pytest.raises(ValueError, match=r"`mrope_interleaved=True` needs a `mrope_section` of three sizes"):
         RotaryEmbedding(mrope_interleaved=True)
     with pytest.raises(ValueError, match=r"or two \(h, w; NeoMME\). Received: mrope_section=\[8\]"):
         RotaryEmbedding(mrope_interleaved=True, mrope_section=[8])
