@@ -908,7 +908,7 @@ def test_grid_size_gives_integer_ids_or_clear_errors():
         ),
         (
             lambda: AxialRotaryEmbedding.from_hf_config({**DINOV3_CONFIG, "model_type": "vit"}),
-            r"`model_type` must be 'dinov3_vit'. Received: model_type='vit'",
+            r"or 'dinov3_vit'. Received: model_type='vit'",
         ),
         (
             lambda: AxialRotaryEmbedding.from_hf_config({**DINOV3_CONFIG, "hidden_size": 40}),

@@ -1,7 +1,7 @@
 import keras
 import numpy as np
 
-from tf_posenc import _columns, _hf_config, _positions, _rotation, _rows, _validation, encoding
+from tf_posenc import _columns, _hf_config, _hf_vision, _positions, _rotation, _rows, _validation, encoding
 from tf_posenc.layers.base import SinusoidLayer
 
 # How a call's grid of tokens becomes angles: integer ids, or DINOv3's patch centres in [-1, 1].
@@ -20,6 +20,7 @@ class AxialRotaryEmbeddingMixin:
         layout="interleave",
         position_scale=1.0,
         grid_coordinates="ids",
+        position_axes=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -52,6 +53,19 @@ class AxialRotaryEmbeddingMixin:
             list(position_scale) if isinstance(position_scale, (tuple, list)) else position_scale
         )
         self.grid_coordinates = _validation.one_of("grid_coordinates", grid_coordinates, GRID_COORDINATES)
+        order = list(range(len(self.axes_dim)))
+        if position_axes is not None and (
+            not isinstance(position_axes, (tuple, list))
+            or sorted(position_axes) != order
+            or not all(isinstance(column, int) for column in position_axes)
+        ):
+            raise ValueError(
+                f"`position_axes` must be None or an order of the columns {order} of `positions`, one "
+                f"per band of `axes_dim`. {_validation.received('position_axes', position_axes)}"
+            )
+        self.position_axes = None if position_axes is None else list(position_axes)
+        # The column of positions (or axis of a grid) each band turns by.
+        self._columns = tuple(order if position_axes is None else position_axes)
         # An id `n` at scale `s` is the integer position `n` at frequency `w * s`: exact.
         self._axis_providers = tuple(
             _rows.provider(*_columns.rotary_columns(frequencies)) for frequencies in self._axis_frequencies()
@@ -65,19 +79,45 @@ class AxialRotaryEmbeddingMixin:
 
     @classmethod
     def from_hf_config(cls, config, **kwargs):
-        """DINOv3's ViT rotary embedding (transformers' `dinov3_vit`) from its config.
+        """A vision tower's rotary embedding from its Hugging Face transformers config.
 
+        For the vision configs whose rope type is `"axial"` (transformers 5.25: the Qwen2-VL
+        to Qwen3.5 towers, GLM-4V, ERNIE 4.5-VL, PaddleOCR-VL, Ovis2.5, VideoLLaMA3, LLaVA-
+        OneVision 1.5, MLCD, Step3, Inkling 2, ...; docs/vision.md lists them): `AxialRotaryEmbedding
+        ((d // 2, d // 2), max_wavelength=rope_theta, layout="half")` with `d` the tower's head
+        size, called with `positions=vision_position_ids(grid_thw, spatial_merge_size)`; Step3's
+        and Inkling 2's towers turn by width first (`position_axes=[1, 0]`), Inkling 2's in
+        interleaved pairs. Towers whose rotation the layer does not compute (Pixtral's, Kimi-
+        K2.5's, Gemma 4's, MiniMax-M3's, SAM's) are a `ValueError` naming it.
+
+        For DINOv3's ViT (`dinov3_vit`, or a config without `model_type`):
         `AxialRotaryEmbedding((d // 2, d // 2), max_wavelength=rope_theta, layout="half",
         grid_coordinates="normalized")` with `d = hidden_size // num_attention_heads`: what
         `DINOv3ViTRopePositionEmbedding` computes in eval mode (its training-time
-        `pos_embed_shift`, `jitter` and `rescale` are not applied).
+        `pos_embed_shift`, `jitter` and `rescale` are not applied), called with `grid_size`.
 
         Args:
             config: A `config.json` as a dict, a path to one (or to the checkpoint folder
-                holding it), or a transformers config object.
+                holding it), or a transformers config object: the vision config, or a
+                multimodal config holding it as `vision_config`. The keys it omits take its
+                transformers config class's defaults.
             **kwargs: Further constructor arguments (`dtype`, `name`).
+
+        Example:
+
+            >>> from tf_posenc import vision_position_ids
+            >>> rope = AxialRotaryEmbedding.from_hf_config({"model_type": "qwen2_5_vl",
+            ...     "vision_config": {"hidden_size": 1280, "num_heads": 16}})
+            >>> rope.axes_dim, rope.layout
+            ((40, 40), 'half')
+            >>> ids = vision_position_ids([[1, 4, 6]], spatial_merge_size=2)
+            >>> tuple(rope(keras.ops.ones((1, 24, 16, 80)), positions=ids).shape)
+            (1, 24, 16, 80)
         """
-        config = _hf_config.read_vision(config, "dinov3_vit")
+        whole = _hf_config._as_dict(config)
+        if whole.get("model_type") not in (None, "dinov3_vit") or "vision_config" in whole:
+            return cls(**{**_hf_vision.axial_arguments(whole), **kwargs})
+        config = _hf_config.read_vision(whole, "dinov3_vit")
         for key in ("hidden_size", "num_attention_heads"):
             if config.get(key) is None:
                 raise ValueError(f"The config must give `{key}`. Received: none")
@@ -161,8 +201,8 @@ class AxialRotaryEmbeddingMixin:
         cells = np.stack(np.meshgrid(*centres, indexing="ij"), axis=-1).reshape(-1, len(grid))
         angles = np.concatenate(
             [
-                2 * np.pi * cells[:, axis, None] * frequencies[None, :]
-                for axis, frequencies in enumerate(self._axis_frequencies())
+                2 * np.pi * cells[:, column, None] * frequencies[None, :]
+                for column, frequencies in zip(self._columns, self._axis_frequencies(), strict=True)
             ],
             axis=-1,
         )
@@ -180,7 +220,8 @@ class AxialRotaryEmbeddingMixin:
 
     def _rows_for(self, inputs, positions):
         groups = [
-            (positions.values[..., axis], provider) for axis, provider in enumerate(self._axis_providers)
+            (positions.values[..., column], provider)
+            for column, provider in zip(self._columns, self._axis_providers, strict=True)
         ]
         return _rotation.grouped_rows(groups, _rotation.rotation_dtype(self.compute_dtype))
 
@@ -200,6 +241,7 @@ class AxialRotaryEmbeddingMixin:
             "layout": self.layout,
             "position_scale": self.position_scale,
             "grid_coordinates": self.grid_coordinates,
+            "position_axes": self.position_axes,
         }
 
     def _output_shape(self, shape):
@@ -237,6 +279,10 @@ class AxialRotaryEmbedding(AxialRotaryEmbeddingMixin, SinusoidLayer):
             `"normalized"` (DINOv3: a call's `grid_size`, whose cell `i` of an axis of `n`
             cells sits at the patch centre `(2i + 1) / n - 1` and turns pair `k` of its band by
             `2 pi c w_k`; see `from_hf_config`). Defaults to `"ids"`.
+        position_axes: Optional order of the columns of `positions` (or axes of `grid_size`):
+            band `a` turns by column `position_axes[a]`. Step3's and Inkling 2's vision towers
+            rotate width before height, `[1, 0]`, from the same (h, w) ids as the others.
+            Defaults to `None`: band `a` by column `a`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:

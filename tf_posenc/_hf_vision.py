@@ -1,0 +1,98 @@
+"""Internal: a Hugging Face vision tower's config whose rope type is "axial" (transformers 5.25),
+read as `AxialRotaryEmbedding` arguments.
+
+Every such tower rotates a head of `d` features by two bands of pairs: the (h, w) ids of
+`vision_position_ids` turn the first `d / 4` pairs and the next `d / 4` at the same frequencies
+`rope_theta ** (-4j / d)`, over the whole head in halves (`rotate_half`). The towers differ in
+which id turns the first band and in the pair layout (`_VARIANTS`), or rotate in a way the layer
+does not (`MECHANISMS`).
+"""
+
+from tf_posenc import _hf_config, _hf_vision_defaults
+
+# model type: (layout, position_axes), where they are not ("half", None).
+_VARIANTS = {
+    "step3p5_vision": ("half", [1, 0]),  # [w | h]
+    "inkling2_vision": ("interleave", [1, 0]),  # [w | h], pairs (2j, 2j + 1)
+}
+
+MECHANISMS = {
+    "kimi_k25_vision": "Kimi-K2.5's tower turns each frequency by w then h, pair after pair",
+    "pixtral": "Pixtral's frequencies, split by parity between h and w",
+    "gemma4_vision": "Gemma 4's [h, h, w, w]: each axis's half of the head rotated in halves of its own",
+    "minimax_m3_vl_vision": "MiniMax-M3's three axes (t, h, w) with an unrotated remainder of the head",
+    "edgetam_video": "EdgeTAM's memory attention, whose rotary module is called on fixed grids",
+    "sam2_video": "SAM 2's memory attention, whose rotary module is called on fixed grids",
+    "sam3_tracker_video": "SAM 3's memory attention, whose rotary module is called on fixed grids",
+    "sam3_vision_model": "SAM 3's ViT, whose rotary module is called on its fixed patch grid",
+    "sam3_vit_model": "SAM 3's ViT, whose rotary module is called on its fixed patch grid",
+}
+
+MODEL_TYPES = tuple(sorted(set(_hf_vision_defaults.DEFAULTS) - set(MECHANISMS)))
+
+
+def _vision_part(config):
+    """The vision config of `config` (itself, or its `vision_config`) and its model type."""
+    model_type = config.get("model_type")
+    vision = config.get("vision_config")
+    if vision is not None:
+        vision = _hf_config._as_dict(vision)
+        return vision, vision.get("model_type") or _hf_vision_defaults.PARENTS.get(model_type)
+    if model_type in _hf_vision_defaults.PARENTS:  # a full config's type, its vision config omitted
+        return {}, _hf_vision_defaults.PARENTS[model_type]
+    return config, model_type
+
+
+def _head_dim(config):
+    """The tower's head size, as its rotary module reads it: `head_dim`, else the width of the
+    tower's own hidden states (Qwen2-VL's `embed_dim`, else `hidden_size`) over its heads."""
+    if config.get("head_dim"):
+        return config["head_dim"]
+    heads = config.get("num_heads") or config.get("num_attention_heads")
+    width = config.get("embed_dim") or config.get("hidden_size")
+    if not heads or not width:
+        raise ValueError(
+            "The vision config must give its head size: `head_dim`, or `hidden_size` (or `embed_dim`) "
+            "and `num_heads` (or `num_attention_heads`). Received: none of them"
+        )
+    return width // heads
+
+
+def axial_arguments(config):
+    """`AxialRotaryEmbedding` arguments for the vision tower of `config` (a dict, a path, a
+    checkpoint folder or a transformers config; the vision config itself or a config holding
+    one as `vision_config`)."""
+    vision, model_type = _vision_part(_hf_config._as_dict(config))
+    if model_type in MECHANISMS:
+        raise ValueError(
+            f"The vision tower of model_type={model_type!r} needs a mechanism tf_posenc does not have: "
+            f"{MECHANISMS[model_type]}."
+        )
+    if model_type not in _hf_vision_defaults.DEFAULTS:
+        raise ValueError(
+            "`model_type` must be a vision config of transformers 5.25 whose rope type is 'axial', or a "
+            "config holding one as `vision_config` (docs/vision.md lists them), or 'dinov3_vit'. "
+            f"Received: model_type={model_type!r}"
+        )
+    defaults = _hf_vision_defaults.DEFAULTS[model_type]
+    filled = {**defaults, **{key: value for key, value in vision.items() if value is not None}}
+    rope = _hf_config._rope_parameters(filled) or dict(defaults["rope_parameters"])
+    rope_type = rope.get("rope_type", rope.get("type", "axial"))
+    if rope_type != "axial":
+        raise ValueError(
+            f"The vision tower's rope parameters must have rope_type 'axial', the only type its rotary "
+            f"module takes. Received: rope_type={rope_type!r}"
+        )
+    head_dim = _head_dim(filled)
+    if head_dim % 4:
+        raise ValueError(
+            "The vision tower's head size must be a multiple of 4: two bands of pairs, one per axis. "
+            f"Received: head size {head_dim}"
+        )
+    layout, position_axes = _VARIANTS.get(model_type, ("half", None))
+    return {
+        "axes_dim": (head_dim // 2, head_dim // 2),
+        "max_wavelength": rope.get("rope_theta") or filled.get("rope_theta") or 10000.0,
+        "layout": layout,
+        "position_axes": position_axes,
+    }
