@@ -16,6 +16,7 @@ from tf_posenc import (
     MultiHeadAttention,
     RelativePositionBias,
     RotaryEmbedding,
+    attention_mask,
     hf_attention_layers,
     positions_from_mask,
 )
@@ -301,8 +302,18 @@ def test_a_layer_from_a_config_knows_whether_its_model_is_causal():
     assert hf_attention_layers({"model_type": "gemma4_text", "use_bidirectional_attention": "vision"})[
         0
     ].causal
-    with pytest.raises(ValueError, match="use_bidirectional_attention='all'"):
-        hf_attention_layers({"model_type": "gemma4_text", "use_bidirectional_attention": "all"})
+    # Gemma 4's "all": bidirectional, the sliding layers within W // 2 + 1 either side. Printed by
+    # transformers 5.25's `create_sliding_window_causal_mask` (eager, Gemma4TextConfig with
+    # sliding_window=8 and "all"): query 10 of 20 attends keys 5 .. 15; `create_causal_mask`, all.
+    config = {"model_type": "gemma4_text", "use_bidirectional_attention": "all", "sliding_window": 8}
+    plan = hf_attention_layers(config)
+    sliding = next(entry for entry in plan if entry.sliding_window is not None)
+    full = next(entry for entry in plan if entry.sliding_window is None)
+    assert not sliding.causal and not full.causal
+    positions = np.arange(20)
+    mask = attention_mask(positions, positions, causal=False, sliding_window=sliding.sliding_window)
+    assert np.flatnonzero(np.asarray(mask)[0, 10]).tolist() == list(range(5, 16))
+    assert np.asarray(attention_mask(positions, positions, causal=False)).all()
 
 
 def test_left_padding_follows_the_positions():

@@ -942,20 +942,16 @@ def attention_layers(config):
         # Causal for text; transformers lets an image's tokens see each other, which is the
         # attention mask the caller gives (`attention_mask`), not a rule of the positions.
         bidirectional = False
-    if model_type in _GEMMA4_TYPES and bidirectional == "all":
-        raise ValueError(
-            "Gemma 4's `use_bidirectional_attention='all'` changes its window as well (its config "
-            "class halves it), whose mask rule is not compared with transformers' here. Received: "
-            f"model_type={model_type!r}, use_bidirectional_attention='all'"
-        )
     causal = not bidirectional
-    if not causal and model_type not in ("gemma3", "gemma3_text"):
+    if not causal and model_type not in ("gemma3", "gemma3_text", *_GEMMA4_TYPES):
         raise ValueError(
-            "`use_bidirectional_attention` is read for Gemma 3 (EmbeddingGemma) only: its mask rule "
-            f"elsewhere is not known here. Received: model_type={model_type!r}"
+            "`use_bidirectional_attention` is read for Gemma 3 (EmbeddingGemma) and Gemma 4 only: its "
+            f"mask rule elsewhere is not known here. Received: model_type={model_type!r}"
         )
     if not causal and window is not None:
-        window //= 2  # Gemma 3's bidirectional window: |q - k| < W // 2 + 1
+        # Gemma 3's bidirectional window: |q - k| <= W // 2. Gemma 4's "all": its config class
+        # makes the window W // 2 + 1, which transformers' bidirectional mask keeps inclusive.
+        window = window // 2 + (1 if model_type in _GEMMA4_TYPES else 0)
     scale = _softmax_scale(config, parameters)
     entries = []
     for index, (kind, rotates) in enumerate(zip(types, rotating, strict=True)):
