@@ -14,6 +14,7 @@ the test environment), from the repository's root:
     python tests/print_transformers.py modules     # writes tests/transformers_modules_5_25.json
     python tests/print_transformers.py modules TYPE ...  # prints those types' modules again, in place
     python tests/print_transformers.py encoders    # writes tests/transformers_encoders_5_25.json
+    python tests/print_transformers.py encoder_plans  # adds the encoders' masks and scales
     python tests/print_transformers.py vision      # writes tests/transformers_vision_5_25.json
     python tests/print_transformers.py module_defaults  # writes tf_posenc/_hf_module_defaults.py
                                                         # (then `ruff format` it)
@@ -1141,15 +1142,13 @@ def encoder_entry(model_type, module):
         "rotary_class": type(rope).__name__,
         "defaults": {},
     }
-    # As a config.json holds them: EmbeddingGemma 2's head sizes per layer refuse a global read.
+    # As a config.json holds them: the class's fields, or their names in its `attribute_map`;
+    # not the values its properties derive (ESM C's `head_dim`, hidden_size // heads, follows
+    # the config's sizes), and EmbeddingGemma 2's head sizes per layer as the json has them.
     written = rotary_config.to_dict()
-    for name in (*READ, "layer_types", "per_layer_config"):
-        try:
-            value = getattr(rotary_config, name, None)  # through the class's `attribute_map`
-        except Exception:
-            value = None
-        if not isinstance(value, (bool, int, float, str, list, dict)):
-            value = written.get(name)  # (per-layer configs as objects: as the json has them)
+    renamed = getattr(type(rotary_config), "attribute_map", {})
+    for name in (*READ, "layer_types", "per_layer_config", "local_attention"):
+        value = written.get(renamed.get(name, name))
         if value is not None and isinstance(value, (bool, int, float, str, list, dict)):
             entry["defaults"][name] = value
     entry["defaults"]["rope_parameters"] = parameters
@@ -1381,6 +1380,84 @@ def vision():
     target.write_text(header + body)
 
 
+# The encoders' plans, printed at small sizes: a window short enough to show in 16 tokens.
+ENCODER_PLAN_SIZES = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 16,
+                      "intermediate_size": 128, "num_hidden_layers": 6}  # fmt: skip
+ENCODER_PLAN_WINDOWS = {"modernbert": {"local_attention": 6}}  # its `sliding_window` is half of it
+ENCODER_PLAN_TOKENS = 16
+
+
+def encoder_plan(model_type):
+    """The mask and softmax scale each attention module of the model of `model_type` is given,
+    run on 16 tokens of which the first is padding (so that every mask is materialised)."""
+    overrides = {**ENCODER_PLAN_SIZES, **ENCODER_PLAN_WINDOWS.get(model_type, {"sliding_window": 3})}
+    written = AutoConfig.for_model(model_type).to_dict()
+    # The keys its config has, as a config.json holds them (per-layer ones left as they are).
+    overrides = {
+        key: value for key, value in overrides.items() if key in written and written[key] is not None
+    }
+    config = AutoConfig.for_model(model_type, **overrides)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(config).double().eval()
+    captured = []
+    # What each attention module gives the attention function: its mask and softmax scale.
+    module = importlib.import_module(type(model).__module__)
+    originals = {
+        name: value
+        for name, value in vars(module).items()
+        if inspect.isfunction(value) and name.endswith("attention_forward")
+    }
+
+    def capturing(original):
+        def attend(*args, **kwargs):
+            bound = inspect.signature(original).bind(*args, **kwargs).arguments
+            mask = bound.get("attention_mask")
+            if mask is not None and mask.dtype != torch.bool:
+                mask = mask == 0
+            captured.append({"scaling": float(bound["scaling"]), "mask": mask[0, 0]})
+            return original(*args, **kwargs)
+
+        return attend
+
+    ids = torch.arange(ENCODER_PLAN_TOKENS)[None] + 5  # ordinary tokens, not special ones
+    padding = torch.ones_like(ids)
+    padding[0, 0] = 0
+    for name, value in originals.items():
+        setattr(module, name, capturing(value))
+    try:
+        with torch.no_grad():
+            model(input_ids=ids, attention_mask=padding)
+    finally:
+        for name, value in originals.items():
+            setattr(module, name, value)
+    if len(captured) != config.num_hidden_layers:
+        raise RuntimeError(f"{len(captured)} attention calls for {config.num_hidden_layers} layers")
+    layers = []
+    for entry in captured:
+        # Each real token's keys (the padding column aside), for each real query.
+        mask = entry["mask"][1:, 1:]
+        layers.append({"scaling": entry["scaling"], "mask": mask.int().tolist()})
+    return {"overrides": overrides, "layer_types": getattr(config, "layer_types", None), "layers": layers}
+
+
+def encoder_plans():
+    """Adds to tests/transformers_encoders_5_25.json each encoder's plan (`encoder_plan`) where
+    `AutoModel` builds it from input ids."""
+    stored = json.loads(ENCODERS.read_text())
+    plans = {}
+    for model_type, entry in stored["types"].items():
+        if "defaults" not in entry or entry.get("config_key"):
+            continue
+        try:
+            plans[model_type] = encoder_plan(model_type)
+        except Exception as error:
+            plans[model_type] = {"error": f"{type(error).__name__}: {error}"[:200]}
+        print(model_type, plans[model_type].get("error", "ok"), flush=True)
+    stored["plans"] = plans
+    ENCODERS.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "rotations":
         rotations(sys.argv[2:])
@@ -1398,5 +1475,6 @@ if __name__ == "__main__":
             "module_defaults": module_defaults,
             "encoders": encoders,
             "vision": vision,
+            "encoder_plans": encoder_plans,
         }
         verbs[sys.argv[1]]()

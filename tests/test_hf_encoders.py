@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from fingerprints import fixed_vectors
 
-from tf_posenc import RotaryEmbedding, _hf_config, hf_attention_layers
+from tf_posenc import GroupQueryAttention, RotaryEmbedding, _hf_config, attention_mask, hf_attention_layers
 from tf_posenc import _hf_encoder_defaults as encoder_defaults
 
 PRINTED = json.loads((pathlib.Path(__file__).parent / "transformers_encoders_5_25.json").read_text())
@@ -132,9 +132,67 @@ def test_every_rotating_model_that_is_not_a_decoder_is_read_or_refused_by_name()
     assert RotaryEmbedding.from_hf_config(modernbert, layer_type="full_attention").max_wavelength == 160000.0
 
 
+PLANS = {
+    model_type: plan
+    for model_type, plan in sorted(PRINTED["plans"].items())
+    if "error" not in plan and model_type in _hf_config._ENCODER_PLANS
+}
+# OpenAI's privacy filter multiplies its queries and keys by head_dim ** -0.25 each and gives the
+# attention function `scaling=1.0`: the scale of an unscaled `q . k` is head_dim ** -0.5.
+PRESCALED = {"openai_privacy_filter": 16**-0.5}
+
+
+@pytest.mark.parametrize("model_type", PLANS)
+def test_the_plan_is_the_models_masks_and_scales(model_type):
+    # The printer ran each model whole at small sizes (a window of 3; ModernBERT's
+    # `local_attention` 6) on 16 tokens, the first one padding, and kept the mask and softmax
+    # scale each attention module gave the attention function.
+    printed = PLANS[model_type]
+    plan = hf_attention_layers({"model_type": model_type, **printed["overrides"]})
+    assert len(plan) == len(printed["layers"])
+    positions = np.arange(len(printed["layers"][0]["mask"]))
+    for entry, layer in zip(plan, printed["layers"], strict=True):
+        mask = attention_mask(positions, positions, causal=entry.causal, sliding_window=entry.sliding_window)
+        np.testing.assert_array_equal(np.asarray(mask)[0], np.asarray(layer["mask"], bool))
+        assert entry.scaling == pytest.approx(PRESCALED.get(model_type, layer["scaling"]), rel=1e-15)
+        assert entry.rope is not None
+
+
+def test_older_config_keys_are_read_as_their_classes_read_them_or_refused():
+    # ModernBERT's checkpoints on the Hub: `global_rope_theta`, `local_rope_theta`, `local_attention`
+    # and `global_attn_every_n_layers` (its config class converts them; values of ModernBERT-large).
+    hub = {"model_type": "modernbert", "hidden_size": 1024, "num_attention_heads": 16,
+           "num_hidden_layers": 28, "global_rope_theta": 160000.0, "local_rope_theta": 10000.0,
+           "local_attention": 128, "global_attn_every_n_layers": 3}  # fmt: skip
+    plan = hf_attention_layers({**hub, "global_rope_theta": 80000.0, "global_attn_every_n_layers": 4})
+    assert [entry.sliding_window for entry in plan[:5]] == [None, 64, 64, 64, None]
+    assert plan[0].rope.max_wavelength == 80000.0 and plan[1].rope.max_wavelength == 10000.0
+    assert not any(entry.causal for entry in plan) and len(plan) == 28
+    with pytest.raises(ValueError, match="gives `sliding_window` twice"):
+        hf_attention_layers({**hub, "sliding_window": 32})
+    with pytest.raises(ValueError, match=r"gives `attention_windows`.*AutoConfig.from_pretrained"):
+        RotaryEmbedding.from_hf_config({"model_type": "ultrabert", "attention_windows": [128, 128, 0]})
+    # EmbeddingGemma 2's full layers: 512-wide heads (its builder's `global_head_dim`) at any count.
+    gemma = {"model_type": "embedding_gemma2_text", "num_hidden_layers": 12}
+    plan = hf_attention_layers(gemma)
+    assert [entry.sliding_window is None for entry in plan] == [False] * 5 + [True] + [False] * 5 + [True]
+    assert plan[5].rope.get_config()["max_wavelength"] == 1000000.0
+    full = RotaryEmbedding.from_hf_config(gemma, layer_type="full_attention")
+    assert tuple(full(np.zeros((1, 2, 1, 512), "float32")).shape) == (1, 2, 1, 512)
+
+
 def test_their_per_layer_plan_and_vision_towers_are_refused_with_what_to_use():
-    with pytest.raises(ValueError, match=r"per-layer plan of model_type='modernbert' \(not a decoder\)"):
-        hf_attention_layers({"model_type": "modernbert"})
+    with pytest.raises(ValueError, match=r"per-layer plan of model_type='mimi' \(not a decoder\)"):
+        hf_attention_layers({"model_type": "mimi"})
+    with pytest.raises(ValueError, match=r"attention module of model_type='modernbert' \(not a decoder\)"):
+        GroupQueryAttention.from_hf_config({"model_type": "modernbert"}, 0)
+    # NeoMME's layers slide by their per-layer configs, not by its `layer_types`: the printer saw
+    # every other layer slide where `layer_types` lists five sliding layers, then a full one.
+    neomme = PRINTED["plans"]["neomme"]
+    assert neomme["layer_types"][:2] == ["sliding_attention"] * 2
+    assert np.asarray(neomme["layers"][1]["mask"]).all()
+    with pytest.raises(ValueError, match=r"per-layer plan of model_type='neomme'"):
+        hf_attention_layers({"model_type": "neomme"})
     with pytest.raises(ValueError, match=r"`encoder_config` or `decoder_config`"):
         RotaryEmbedding.from_hf_config({"model_type": "dia"})
     with pytest.raises(ValueError, match="`AxialRotaryEmbedding`'s"):
@@ -150,5 +208,6 @@ def test_the_porting_page_lists_the_encoders_read():
 
     read = set(encoder_defaults.DEFAULTS) - set(_hf_config.MECHANISMS)
     assert names("model-types-encoders-read") == read
+    assert names("model-types-encoders-plan") == set(_hf_config._ENCODER_PLANS)
     parts = {*encoder_defaults.SUB_CONFIGS, *encoder_defaults.TEXT_MODEL_TYPES}
     assert names("model-types-encoders-parts") == parts - set(_hf_config._ROTATING_PARTS) - read

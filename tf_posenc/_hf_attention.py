@@ -11,7 +11,7 @@ imports a layer.
 
 from typing import NamedTuple
 
-from tf_posenc import _hf_module_defaults
+from tf_posenc import _hf_encoder_defaults, _hf_module_defaults
 
 _SEPARATE = (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("o", "o_proj"))
 
@@ -332,6 +332,12 @@ def module_record(config, heads, kv_heads, head_dim, layer):
     `_hf_config.read`, with the head counts and size the plan gives; a `ValueError` naming the
     mechanism for a module the layer does not build."""
     model_type = config.get("model_type") or ""
+    if model_type in _hf_encoder_defaults.DEFAULTS and model_type not in FAMILIES:
+        raise ValueError(
+            f"The attention module of model_type={model_type!r} (not a decoder) is not read: its "
+            "projections, norms and biases have no record here. `hf_attention_layers(config)` gives "
+            "its positions."
+        )
     record = family(model_type)
     refused = record.refused or (record.refused_unrotated if layer.rope is None else None)
     if refused is not None:

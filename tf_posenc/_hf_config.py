@@ -130,6 +130,8 @@ def _with_defaults(config, model_type):
     for key, value in defaults.items():
         if key == "head_dim" and model_type == "falcon":
             continue  # FalconConfig's `head_dim` is a property: hidden_size // num_attention_heads
+        if key in ("layer_types", "per_layer_config") and model_type in ENCODER_TYPES:
+            continue  # lists of the default layer count: derived for the config's own
         if key not in rope_keys:
             filled.setdefault(key, value)
     given = _rope_parameters(config)
@@ -178,11 +180,55 @@ def read(config):
         return language
     # The language model's type, whose rules apply, also where a multimodal config keeps its
     # language model's keys at the top level under its own type (Qwen2-VL's 4.x configs).
-    language = {**language, "model_type": model_type}
+    language = _older_encoder_keys({**language, "model_type": model_type})
     for ours, theirs in _hf_defaults.ATTRIBUTE_MAPS.get(model_type, {}).items():
         if language.get(ours) is None and language.get(theirs) is not None:
             language[ours] = language[theirs]  # GPT-J's `n_embd`, Zamba2's `attention_head_dim`, ...
     return _with_defaults(language, model_type)
+
+
+# Keys of older config.json files that the encoders' config classes convert (transformers 5.25's
+# `__post_init__` and `convert_rope_params_to_dict`): read below, or refused where not.
+_OLDER_ENCODER_KEYS = {
+    "ultrabert": ("attention_windows", "rope_theta"),
+    "neomme": ("rope_theta",),
+    "t5gemma2_text": ("rope_local_base_freq", "rope_theta", "rope_scaling", "sliding_window_pattern"),
+    "embedding_gemma2_text": ("num_global_key_value_heads",),
+    "modernbert": ("rope_scaling",),
+}
+
+
+def _older_encoder_keys(config):
+    """ModernBERT's `global_rope_theta` and `local_rope_theta`, and EmbeddingGemma 2's
+    `global_head_dim`, as their config classes convert them (ModernBERT's `local_attention` is
+    read with its window, `global_attn_every_n_layers` with its layer types); the other older
+    keys of an encoder's config refused, naming them."""
+    model_type = config["model_type"]
+    given = [key for key in _OLDER_ENCODER_KEYS.get(model_type, ()) if config.get(key) is not None]
+    if given:
+        raise ValueError(
+            f"The config of model_type={model_type!r} gives {', '.join(f'`{key}`' for key in given)}, "
+            "keys of an older config.json that its transformers config class converts and tf_posenc "
+            "does not: pass the config as transformers 5.25 reads it (`AutoConfig.from_pretrained(...)`, "
+            "or its `to_dict()`). Received: " + ", ".join(f"{key}={config[key]!r}" for key in given)
+        )
+    if model_type == "modernbert":
+        config = dict(config)
+        rope = copy.deepcopy(_rope_parameters(config))
+        for key, layer_type in (
+            ("global_rope_theta", "full_attention"),
+            ("local_rope_theta", "sliding_attention"),
+        ):
+            if config.get(key) is not None:
+                entry = rope.setdefault(layer_type, {"rope_type": "default"})
+                entry["rope_theta"] = _one(
+                    "rope_theta", {key: config[key], "rope_parameters": entry.get("rope_theta")}
+                )
+        if rope:
+            config["rope_parameters"] = rope
+    if model_type == "embedding_gemma2_text" and config.get("per_layer_config") is None:
+        config = {**config, "global_head_dim": config.get("global_head_dim") or 512}  # its builder's default
+    return config
 
 
 def no_rotation(config):
@@ -731,6 +777,21 @@ _EXAONE = _every("sliding_window_pattern", 4, "sliding_attention", "full_attenti
 # keys other than the defaults follow the rule, as the class follows it.
 _LAYER_TYPE_RULES = {
     "afmoe": _every("global_attn_every_n_layers", 4, "sliding_attention", "full_attention"),
+    "embedding_gemma2_text": (
+        {"sliding_window_pattern": 6},
+        _last_layer_full(
+            lambda i, n, keys: (
+                "sliding_attention" if (i + 1) % keys["sliding_window_pattern"] else "full_attention"
+            )
+        ),
+    ),
+    "modernbert": (  # full on layers 0, n, 2n, ...
+        {"global_attn_every_n_layers": 3},
+        lambda i, n, keys: (
+            "sliding_attention" if i % keys["global_attn_every_n_layers"] else "full_attention"
+        ),
+    ),
+    "ultrabert": ({}, lambda i, n, keys: "sliding_attention" if (i + 1) % 3 else "full_attention"),
     "axk2": ({}, lambda i, n, keys: "indexed_attention"),
     "bailing_hybrid": _every("layer_group_size", 6, "linear_attention", "full_attention"),
     "bamba": (
@@ -915,11 +976,13 @@ def attention_layers(config):
     """One `LayerEntry` per decoder layer of `config` (a dict from `read`), as transformers
     5.25's attention modules decide them."""
     model_type = config.get("model_type")
-    if model_type in ENCODER_TYPES:
+    if model_type in ENCODER_TYPES and model_type not in _ENCODER_PLANS:
         raise ValueError(
             f"The per-layer plan of model_type={model_type!r} (not a decoder) is not read: build its "
             "layers' rotation with `RotaryEmbedding.from_hf_config`, and give them its masks."
         )
+    if model_type in _ENCODER_PLANS:
+        return _encoder_layers(config)
     if model_type in PLAN_MECHANISMS:
         raise ValueError(
             f"The attention layers of model_type={model_type!r} need a mechanism tf_posenc does not "
@@ -991,6 +1054,50 @@ def attention_layers(config):
     ]
 
 
+# The encoders (and speech decoders) whose plan is read: whether they are causal, and which of
+# their layers slide (`|q - k| <= sliding_window` both ways: transformers'
+# `create_bidirectional_sliding_window_mask`): those of type "sliding_attention", or every layer.
+_ENCODER_PLANS = {
+    "csm": (True, None),
+    "embedding_gemma2_text": (False, "sliding_attention"),
+    "esmc": (False, None),
+    "eurobert": (False, None),
+    "gte": (False, None),
+    "higgs_audio_v2": (True, None),
+    "jina_embeddings_v3": (False, None),
+    "modernbert": (False, "sliding_attention"),
+    "nomic_bert": (False, None),
+    "openai_privacy_filter": (False, "every layer"),
+    "ultrabert": (False, "sliding_attention"),
+}
+
+
+def _encoder_layers(config):
+    causal, sliding = _ENCODER_PLANS[config["model_type"]]
+    types = layer_types_of(config) or ["full_attention"] * _count(config)
+    parameters = _rope_parameters(config)
+    per_type = bool(_nested_layer_types(config, parameters))
+    scale = _softmax_scale(config, parameters)
+    entries = []
+    window = config.get("sliding_window")
+    if config["model_type"] == "modernbert":  # `local_attention` is the whole window; the mask's is half
+        window = _one(
+            "sliding_window",
+            {"local_attention // 2": config["local_attention"] // 2, "sliding_window": window},
+        )
+    for kind in types:
+        slides = sliding == "every layer" or kind == sliding
+        if slides and window is None:
+            raise ValueError(
+                f"The config's sliding layers need its `sliding_window`. Received: none (layer type {kind!r})"
+            )
+        layer_window = window if slides else None
+        entries.append(
+            LayerEntry(True, kind if per_type else None, layer_window, None, None, causal, scale, None)
+        )
+    return entries
+
+
 def _rotating_layers(config, types, parameters):
     """1 for each layer that rotates, 0 for one that does not, by its model type's rule."""
     model_type = config.get("model_type")
@@ -1040,8 +1147,8 @@ def _softmax_scale(config, parameters):
     model_type = config.get("model_type")
     if model_type in ("gemma2", "gemma3", "gemma3_text"):
         return config["query_pre_attn_scalar"] ** -0.5
-    if model_type in (*_KV_SHARING, "gemma4_unified_text", "diffusion_gemma_text"):
-        return 1.0  # Gemma 3n and 4 normalise their queries and keys instead
+    if model_type in (*_KV_SHARING, "gemma4_unified_text", "diffusion_gemma_text", "embedding_gemma2_text"):
+        return 1.0  # Gemma 3n and 4 (and EmbeddingGemma 2) normalise their queries and keys instead
     if model_type in _MLA:  # DeepSeek: `yarn_apply_mscale` of the whole query head
         scale = (config["qk_nope_head_dim"] + config["qk_rope_head_dim"]) ** -0.5
         factor, weight = parameters.get("factor"), parameters.get("mscale_all_dim")

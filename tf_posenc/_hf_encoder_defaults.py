@@ -271,7 +271,6 @@ DEFAULTS = {
         "hidden_size": 768,
         "num_attention_heads": 12,
         "max_position_embeddings": 8192,
-        "sliding_window": 64,
         "layer_types": [
             "full_attention",
             "sliding_attention",
@@ -296,6 +295,7 @@ DEFAULTS = {
             "sliding_attention",
             "full_attention",
         ],
+        "local_attention": 128,
         "rope_parameters": {
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
             "full_attention": {"rope_type": "default", "rope_theta": 160000.0},
