@@ -1077,7 +1077,7 @@ def test_from_hf_config_takes_any_listed_layer_type_and_a_checkpoint_folder(tmp_
         ),
         (
             {**PLAN_CONFIGS["gemma2"], "use_bidirectional_attention": True},
-            r"read for Gemma 3 \(EmbeddingGemma\) only",
+            r"read for Gemma 3 \(EmbeddingGemma\) and Gemma 4 only",
         ),
     ],
     ids=[

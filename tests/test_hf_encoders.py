@@ -49,7 +49,19 @@ def rotated_by_us(model_type, kind, entry):
     return rope, rotated, features, (cos, sin), units, width
 
 
-@pytest.mark.parametrize("model_type, kind", CASES, ids=[f"{t}-{k}" for t, k in CASES])
+# Without `slow`, a case of each mechanism: per layer type, interleaved, partial, two axes.
+QUICK = {"modernbert", "pe_audio_encoder", "moonshine", "neomme", "openai_privacy_filter", "mimi"}
+
+
+def marked(cases):
+    """`(model_type, ...)` cases as parameters, `slow` unless their model type is quick."""
+    return [
+        pytest.param(*case, id="-".join(case), marks=() if case[0] in QUICK else pytest.mark.slow)
+        for case in cases
+    ]
+
+
+@pytest.mark.parametrize("model_type, kind", marked(CASES))
 def test_the_rotation_is_the_rotary_modules(model_type, kind):
     entry = TYPES[model_type]
     printed = entry["rows"][kind]
@@ -142,7 +154,7 @@ PLANS = {
 PRESCALED = {"openai_privacy_filter": 16**-0.5}
 
 
-@pytest.mark.parametrize("model_type", PLANS)
+@pytest.mark.parametrize("model_type", marked([(name,) for name in PLANS]))
 def test_the_plan_is_the_models_masks_and_scales(model_type):
     # The printer ran each model whole at small sizes (a window of 3; ModernBERT's
     # `local_attention` 6) on 16 tokens, the first one padding, and kept the mask and softmax

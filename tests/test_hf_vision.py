@@ -23,7 +23,13 @@ BOUND = 1e-10
 READ = [model_type for model_type in sorted(TYPES) if model_type in _hf_vision.MODEL_TYPES]
 
 
-@pytest.mark.parametrize("model_type", READ)
+# Without `slow`: Qwen2.5-VL's tower, and the two variants (width first; interleaved).
+QUICK = {"qwen2_5_vl_vision", "step3p5_vision", "inkling2_vision"}
+
+
+@pytest.mark.parametrize(
+    "model_type", [pytest.param(name, marks=() if name in QUICK else pytest.mark.slow) for name in READ]
+)
 def test_the_rotation_is_the_towers(model_type):
     entry = TYPES[model_type]
     rope = AxialRotaryEmbedding.from_hf_config({"model_type": model_type}, dtype="float64")
