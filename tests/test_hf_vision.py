@@ -23,8 +23,9 @@ BOUND = 1e-10
 READ = [model_type for model_type in sorted(TYPES) if model_type in _hf_vision.MODEL_TYPES]
 
 
-# Without `slow`: Qwen2.5-VL's tower, and the two variants (width first; interleaved).
-QUICK = {"qwen2_5_vl_vision", "step3p5_vision", "inkling2_vision"}
+# Without `slow`: Qwen2.5-VL's tower, and each variant (width first; interleaved; Pixtral's
+# frequencies; Kimi-K2.5's alternating pairs).
+QUICK = {"qwen2_5_vl_vision", "step3p5_vision", "inkling2_vision", "pixtral", "kimi_k25_vision"}
 
 
 @pytest.mark.parametrize(
@@ -62,7 +63,7 @@ def test_every_axial_tower_is_read_or_refused_by_name():
             read.append(model_type)
         except ValueError as error:
             refused[model_type] = str(error)
-    assert sorted(read) == READ and len(read) == 28
+    assert sorted(read) == READ and len(read) == 30
     assert sorted(refused) == sorted(_hf_vision.MECHANISMS)
     for model_type, message in refused.items():
         assert _hf_vision.MECHANISMS[model_type] in message and "needs a mechanism" in message
@@ -95,7 +96,10 @@ def test_bad_vision_configs_are_clear_errors():
         )
     with pytest.raises(ValueError, match=r"multiple of 4.*Received: head size 70"):
         AxialRotaryEmbedding.from_hf_config({"model_type": "qwen3_vl_vision", "hidden_size": 1120})
-    with pytest.raises(ValueError, match=r"`position_axes` must be None or an order of the columns \[0, 1\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"per band of `axes_dim` \(2\), using every column from 0 on. Received: position_axes=\[1, 1\]",
+    ):
         AxialRotaryEmbedding((8, 8), position_axes=[1, 1])
 
 

@@ -1,24 +1,40 @@
 """Internal: a Hugging Face vision tower's config whose rope type is "axial" (transformers 5.25),
 read as `AxialRotaryEmbedding` arguments.
 
-Every such tower rotates a head of `d` features by two bands of pairs: the (h, w) ids of
+Most such towers rotate a head of `d` features by two bands of pairs: the (h, w) ids of
 `vision_position_ids` turn the first `d / 4` pairs and the next `d / 4` at the same frequencies
-`rope_theta ** (-4j / d)`, over the whole head in halves (`rotate_half`). The towers differ in
-which id turns the first band and in the pair layout (`_VARIANTS`), or rotate in a way the layer
-does not (`MECHANISMS`).
+`rope_theta ** (-4j / d)`, over the whole head in halves (`rotate_half`). The others differ in
+which id turns the first band, the pair layout, their frequencies or the order of the pairs
+(`_variant`), or rotate in a way the layer does not (`MECHANISMS`).
 """
 
 from tf_posenc import _hf_config, _hf_vision_defaults
 
-# model type: (layout, position_axes), where they are not ("half", None).
-_VARIANTS = {
-    "step3p5_vision": ("half", [1, 0]),  # [w | h]
-    "inkling2_vision": ("interleave", [1, 0]),  # [w | h], pairs (2j, 2j + 1)
-}
+
+def _variant(model_type, head_dim, theta):
+    """The `AxialRotaryEmbedding` arguments of a tower's rotation, but for `max_wavelength`."""
+    bands = {"axes_dim": (head_dim // 2, head_dim // 2), "layout": "half", "position_axes": None}
+    if model_type == "step3p5_vision":  # [w | h]
+        return {**bands, "position_axes": [1, 0]}
+    if model_type == "inkling2_vision":  # [w | h], in pairs (2j, 2j + 1)
+        return {**bands, "position_axes": [1, 0], "layout": "interleave"}
+    if model_type == "pixtral":
+        # The head's frequencies split by parity: h takes the even ones, w the odd ones, which
+        # are the even ones times rope_theta ** (-2 / d).
+        return {**bands, "position_scale": [1.0, theta ** (-2.0 / head_dim)]}
+    if model_type == "kimi_k25_vision":
+        # Frequency k turns pair 2k by w and pair 2k + 1 by h: bands of one pair each.
+        pairs = head_dim // 2
+        return {
+            "axes_dim": (2,) * pairs,
+            "layout": "half",
+            "position_axes": [1, 0] * (pairs // 2),
+            "position_scale": [theta ** (-4.0 * (pair // 2) / head_dim) for pair in range(pairs)],
+        }
+    return bands
+
 
 MECHANISMS = {
-    "kimi_k25_vision": "Kimi-K2.5's tower turns each frequency by w then h, pair after pair",
-    "pixtral": "Pixtral's frequencies, split by parity between h and w",
     "gemma4_vision": "Gemma 4's [h, h, w, w]: each axis's half of the head rotated in halves of its own",
     "minimax_m3_vl_vision": "MiniMax-M3's three axes (t, h, w) with an unrotated remainder of the head",
     "edgetam_video": "EdgeTAM's memory attention, whose rotary module is called on fixed grids",
@@ -89,10 +105,5 @@ def axial_arguments(config):
             "The vision tower's head size must be a multiple of 4: two bands of pairs, one per axis. "
             f"Received: head size {head_dim}"
         )
-    layout, position_axes = _VARIANTS.get(model_type, ("half", None))
-    return {
-        "axes_dim": (head_dim // 2, head_dim // 2),
-        "max_wavelength": rope.get("rope_theta") or filled.get("rope_theta") or 10000.0,
-        "layout": layout,
-        "position_axes": position_axes,
-    }
+    theta = rope.get("rope_theta") or filled.get("rope_theta") or 10000.0
+    return {**_variant(model_type, head_dim, theta), "max_wavelength": theta}

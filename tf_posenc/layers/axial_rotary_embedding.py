@@ -53,19 +53,21 @@ class AxialRotaryEmbeddingMixin:
             list(position_scale) if isinstance(position_scale, (tuple, list)) else position_scale
         )
         self.grid_coordinates = _validation.one_of("grid_coordinates", grid_coordinates, GRID_COORDINATES)
-        order = list(range(len(self.axes_dim)))
         if position_axes is not None and (
             not isinstance(position_axes, (tuple, list))
-            or sorted(position_axes) != order
-            or not all(isinstance(column, int) for column in position_axes)
+            or len(position_axes) != len(self.axes_dim)
+            or not all(isinstance(column, int) and not isinstance(column, bool) for column in position_axes)
+            or set(position_axes) != set(range(max(position_axes) + 1))
         ):
             raise ValueError(
-                f"`position_axes` must be None or an order of the columns {order} of `positions`, one "
-                f"per band of `axes_dim`. {_validation.received('position_axes', position_axes)}"
+                f"`position_axes` must be None or one column of `positions` per band of `axes_dim` "
+                f"({len(self.axes_dim)}), using every column from 0 on. "
+                f"{_validation.received('position_axes', position_axes)}"
             )
         self.position_axes = None if position_axes is None else list(position_axes)
-        # The column of positions (or axis of a grid) each band turns by.
-        self._columns = tuple(order if position_axes is None else position_axes)
+        # The column of positions (or axis of a grid) each band turns by, and how many there are.
+        self._columns = tuple(range(len(self.axes_dim)) if position_axes is None else position_axes)
+        self._position_columns = max(self._columns) + 1
         # An id `n` at scale `s` is the integer position `n` at frequency `w * s`: exact.
         self._axis_providers = tuple(
             _rows.provider(*_columns.rotary_columns(frequencies)) for frequencies in self._axis_frequencies()
@@ -87,8 +89,10 @@ class AxialRotaryEmbeddingMixin:
         ((d // 2, d // 2), max_wavelength=rope_theta, layout="half")` with `d` the tower's head
         size, called with `positions=vision_position_ids(grid_thw, spatial_merge_size)`; Step3's
         and Inkling 2's towers turn by width first (`position_axes=[1, 0]`), Inkling 2's in
-        interleaved pairs. Towers whose rotation the layer does not compute (Pixtral's, Kimi-
-        K2.5's, Gemma 4's, MiniMax-M3's, SAM's) are a `ValueError` naming it.
+        interleaved pairs; Pixtral's width band at frequencies `rope_theta ** (-2 / d)` times
+        its height band's (`position_scale`); Kimi-K2.5's in bands of one pair, width and height
+        alternating. Towers whose rotation the layer does not compute (Gemma 4's, MiniMax-M3's,
+        SAM's) are a `ValueError` naming it.
 
         For DINOv3's ViT (`dinov3_vit`, or a config without `model_type`):
         `AxialRotaryEmbedding((d // 2, d // 2), max_wavelength=rope_theta, layout="half",
@@ -172,7 +176,7 @@ class AxialRotaryEmbeddingMixin:
                 "Pass `positions` or `grid_size`, one of them. Received: "
                 f"positions={'None' if positions is None else 'given'}, grid_size={grid_size!r}"
             )
-        axes = len(self.axes_dim)
+        axes = self._position_columns
         if grid_size is not None:
             grid = _validation.grid_shape("grid_size", grid_size, axes)
             length = inputs.shape[1]
@@ -210,11 +214,11 @@ class AxialRotaryEmbeddingMixin:
 
     def _checked_positions_shape(self, inputs, positions):
         shape = tuple(positions.shape)
-        axes, length = len(self.axes_dim), inputs.shape[1]
+        axes, length = self._position_columns, inputs.shape[1]
         if len(shape) not in (2, 3) or shape[-1] != axes or shape[-2] not in (None, length) and length:
             raise ValueError(
                 f"`positions` must have shape (seq_len, {axes}) or (batch, seq_len, {axes}): one id per "
-                f"axis of `axes_dim` for each step of `inputs`. Received: positions with shape {shape} "
+                f"position axis for each step of `inputs`. Received: positions with shape {shape} "
                 f"for inputs.shape={tuple(inputs.shape)}"
             )
 
@@ -279,17 +283,19 @@ class AxialRotaryEmbedding(AxialRotaryEmbeddingMixin, SinusoidLayer):
             `"normalized"` (DINOv3: a call's `grid_size`, whose cell `i` of an axis of `n`
             cells sits at the patch centre `(2i + 1) / n - 1` and turns pair `k` of its band by
             `2 pi c w_k`; see `from_hf_config`). Defaults to `"ids"`.
-        position_axes: Optional order of the columns of `positions` (or axes of `grid_size`):
-            band `a` turns by column `position_axes[a]`. Step3's and Inkling 2's vision towers
-            rotate width before height, `[1, 0]`, from the same (h, w) ids as the others.
+        position_axes: Optional list, one entry per band: band `a` turns by column
+            `position_axes[a]` of `positions` (or axis of `grid_size`), every column used.
+            Step3's and Inkling 2's vision towers rotate width before height, `[1, 0]`, from
+            the same (h, w) ids as the others; Kimi-K2.5's alternate one pair at a time.
             Defaults to `None`: band `a` by column `a`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
         inputs: `(batch, seq_len, dim)` or `(batch, seq_len, heads, dim)`.
-        positions: Integer ids `(seq_len, len(axes_dim))` or `(batch, seq_len,
-            len(axes_dim))`, for example from `grid_positions`.
-        grid_size: Instead of `positions`, a tuple of `len(axes_dim)` positive integers: the
+        positions: Integer ids `(seq_len, axes)` or `(batch, seq_len, axes)`, one column per
+            position axis (`len(axes_dim)`, or the columns `position_axes` names), for example
+            from `grid_positions` or `vision_position_ids`.
+        grid_size: Instead of `positions`, a tuple of one positive integer per axis: the
             tokens of a patch grid in row-major order, `prod(grid_size)` of them. For DINOv3,
             pass the patch tokens only (`x[:, 1 + num_register_tokens:]`): its class and
             register tokens are not rotated.
