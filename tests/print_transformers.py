@@ -1272,7 +1272,7 @@ VISION_GRIDS = ([1, 4, 6], [2, 6, 4])
 
 def vision_apply(module):
     """The apply function a vision tower's attention calls."""
-    for name in ("apply_rotary_pos_emb_vision", "apply_rotary_pos_emb"):
+    for name in ("apply_multidimensional_rope", "apply_rotary_pos_emb_vision", "apply_rotary_pos_emb"):
         if callable(getattr(module, name, None)):
             return name, getattr(module, name)
     return None, None
@@ -1310,18 +1310,23 @@ def vision_entry(model_type, module):
     for grid in VISION_GRIDS:
         thw = torch.tensor([[grid[0], grid[1] * merge, grid[2] * merge]])
         ids = get_vision_position_ids(thw, merge)
+        # (tokens, 2) ids; Gemma 4's module takes a batch of them.
+        given = ids[None] if apply_name == "apply_multidimensional_rope" else ids
         with float64_everywhere():
-            cos, sin = rope(torch.zeros(1, dtype=torch.float64), ids)  # (tokens, 2) ids
+            cos, sin = rope(torch.zeros(1, dtype=torch.float64), given)
         cos, sin = cos.reshape(len(ids), -1), sin.reshape(len(ids), -1)
         width = cos.shape[-1]
         vector, units = fixed_vectors(width)
         query = torch.tensor(vector).expand(len(ids), 1, width).clone()
         printed = {"grid_thw": thw[0].tolist(), "cos": cos[-1].tolist(), "sin": sin[-1].tolist()}
         if apply is not None:
-            for shaped in (query, query.permute(1, 0, 2)[None]):
+            for shaped in (query, query.permute(1, 0, 2)[None], query[None]):
                 try:
                     with float64_everywhere():
-                        rotated, _ = apply(shaped, shaped.clone(), cos, sin)
+                        if apply_name == "apply_multidimensional_rope":  # Gemma 4's: by the ids' axes
+                            rotated = apply(shaped, cos[None], sin[None], ids[None])
+                        else:
+                            rotated, _ = apply(shaped, shaped.clone(), cos, sin)
                 except Exception:
                     continue
                 rotated = rotated.reshape(len(ids), width)

@@ -24,8 +24,15 @@ READ = [model_type for model_type in sorted(TYPES) if model_type in _hf_vision.M
 
 
 # Without `slow`: Qwen2.5-VL's tower, and each variant (width first; interleaved; Pixtral's
-# frequencies; Kimi-K2.5's alternating pairs).
-QUICK = {"qwen2_5_vl_vision", "step3p5_vision", "inkling2_vision", "pixtral", "kimi_k25_vision"}
+# frequencies; Kimi-K2.5's alternating pairs; Gemma 4's halves per band).
+QUICK = {
+    "qwen2_5_vl_vision",
+    "step3p5_vision",
+    "inkling2_vision",
+    "pixtral",
+    "kimi_k25_vision",
+    "gemma4_vision",
+}
 
 
 @pytest.mark.parametrize(
@@ -63,7 +70,7 @@ def test_every_axial_tower_is_read_or_refused_by_name():
             read.append(model_type)
         except ValueError as error:
             refused[model_type] = str(error)
-    assert sorted(read) == READ and len(read) == 30
+    assert sorted(read) == READ and len(read) == 31
     assert sorted(refused) == sorted(_hf_vision.MECHANISMS)
     for model_type, message in refused.items():
         assert _hf_vision.MECHANISMS[model_type] in message and "needs a mechanism" in message
@@ -129,3 +136,21 @@ def test_the_vision_page_lists_the_towers_read_and_refused():
     assert set(re.findall(r"`([a-z0-9_.-]+)`", block("vision-towers-parents"))) == parents
     refused = dict(re.findall(r"^- `([a-z0-9_.-]+)`: (.*)\.$", block("vision-towers-refused"), flags=re.M))
     assert refused == _hf_vision.MECHANISMS
+
+
+def test_half_per_axis_rotates_each_band_in_halves_of_its_own():
+    layer = AxialRotaryEmbedding((8, 12), layout="half_per_axis", dtype="float64")
+    x = np.random.default_rng(1).normal(size=(1, 6, 2, 20))
+    ids = np.stack([np.arange(6), 10 + np.arange(6)], axis=-1)
+    bands = [
+        AxialRotaryEmbedding((width,), layout="half", dtype="float64")(
+            part, positions=ids[:, column : column + 1]
+        )
+        for column, (width, part) in enumerate(((8, x[..., :8]), (12, x[..., 8:])))
+    ]
+    np.testing.assert_array_equal(np.asarray(layer(x, positions=ids)), np.concatenate(bands, axis=-1))
+    cos, sin = (np.asarray(rows)[0] for rows in layer.rows(x, positions=ids))
+    np.testing.assert_array_equal(cos[:, :4], cos[:, 4:8])  # halves of the first band
+    np.testing.assert_array_equal(sin[:, 8:14], sin[:, 14:])
+    again = AxialRotaryEmbedding.from_config(json.loads(json.dumps(layer.get_config())))
+    assert again.layout == "half_per_axis"

@@ -18,6 +18,8 @@ def _variant(model_type, head_dim, theta):
         return {**bands, "position_axes": [1, 0]}
     if model_type == "inkling2_vision":  # [w | h], in pairs (2j, 2j + 1)
         return {**bands, "position_axes": [1, 0], "layout": "interleave"}
+    if model_type == "gemma4_vision":  # [h, h, w, w]: each band in halves of its own
+        return {**bands, "layout": "half_per_axis"}
     if model_type == "pixtral":
         # The head's frequencies split by parity: h takes the even ones, w the odd ones, which
         # are the even ones times rope_theta ** (-2 / d).
@@ -35,7 +37,6 @@ def _variant(model_type, head_dim, theta):
 
 
 MECHANISMS = {
-    "gemma4_vision": "Gemma 4's [h, h, w, w]: each axis's half of the head rotated in halves of its own",
     "minimax_m3_vl_vision": "MiniMax-M3's three axes (t, h, w) with an unrotated remainder of the head",
     "edgetam_video": "EdgeTAM's memory attention, whose rotary module is called on fixed grids",
     "sam2_video": "SAM 2's memory attention, whose rotary module is called on fixed grids",

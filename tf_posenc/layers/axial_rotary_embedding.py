@@ -6,6 +6,8 @@ from tf_posenc.layers.base import SinusoidLayer
 
 # How a call's grid of tokens becomes angles: integer ids, or DINOv3's patch centres in [-1, 1].
 GRID_COORDINATES = ("ids", "normalized")
+# The pair layouts over the whole head, and "half" within each band (Gemma 4's vision tower).
+LAYOUTS = (*_rotation.ROTARY_LAYOUTS, "half_per_axis")
 
 
 class AxialRotaryEmbeddingMixin:
@@ -37,7 +39,7 @@ class AxialRotaryEmbeddingMixin:
                 )
         self.axes_dim = tuple(int(width) for width in axes_dim)
         self.max_wavelength = _validation.wavelength("max_wavelength", max_wavelength)
-        self.layout = _validation.one_of("layout", layout, _rotation.ROTARY_LAYOUTS)
+        self.layout = _validation.one_of("layout", layout, LAYOUTS)
         scales = (
             position_scale if isinstance(position_scale, (tuple, list)) else [position_scale] * len(axes_dim)
         )
@@ -91,8 +93,9 @@ class AxialRotaryEmbeddingMixin:
         and Inkling 2's towers turn by width first (`position_axes=[1, 0]`), Inkling 2's in
         interleaved pairs; Pixtral's width band at frequencies `rope_theta ** (-2 / d)` times
         its height band's (`position_scale`); Kimi-K2.5's in bands of one pair, width and height
-        alternating. Towers whose rotation the layer does not compute (Gemma 4's, MiniMax-M3's,
-        SAM's) are a `ValueError` naming it.
+        alternating; Gemma 4's in halves within each band (`layout="half_per_axis"`). Towers
+        whose rotation the layer does not compute (MiniMax-M3's, SAM's) are a `ValueError`
+        naming it.
 
         For DINOv3's ViT (`dinov3_vit`, or a config without `model_type`):
         `AxialRotaryEmbedding((d // 2, d // 2), max_wavelength=rope_theta, layout="half",
@@ -167,7 +170,12 @@ class AxialRotaryEmbeddingMixin:
             rows = self._rows_for(inputs, _positions.Positions(values=positions))
         if len(rows.shape) == 2:
             rows = keras.ops.expand_dims(rows, 0)
-        return _rotation.per_feature(rows, self.layout)
+        if self.layout != "half_per_axis":
+            return _rotation.per_feature(rows, self.layout)
+        cosines, sines = zip(
+            *(_rotation.per_feature(band, "half") for band in self._band_rows(rows)), strict=True
+        )
+        return keras.ops.concatenate(cosines, axis=-1), keras.ops.concatenate(sines, axis=-1)
 
     def _positions_or_grid(self, inputs, positions, grid_size):
         """The call's integer positions, or its grid where normalised coordinates need one."""
@@ -230,7 +238,25 @@ class AxialRotaryEmbeddingMixin:
         return _rotation.grouped_rows(groups, _rotation.rotation_dtype(self.compute_dtype))
 
     def _combine(self, inputs, rows):
-        return _rotation.rotate(inputs, rows, self.layout, self.compute_dtype)
+        if self.layout != "half_per_axis":
+            return _rotation.rotate(inputs, rows, self.layout, self.compute_dtype)
+        parts, start = [], 0
+        for width, band in zip(self.axes_dim, self._band_rows(rows), strict=True):
+            parts.append(
+                _rotation.rotate(inputs[..., start : start + width], band, "half", self.compute_dtype)
+            )
+            start += width
+        return keras.ops.concatenate(parts, axis=-1)
+
+    def _band_rows(self, rows):
+        """Each band's rows (its pairs' sines, then their cosines) from the rows of every pair."""
+        sines, cosines = keras.ops.split(rows, 2, axis=-1)
+        bands, start = [], 0
+        for width in self.axes_dim:
+            pairs = slice(start, start + width // 2)
+            bands.append(keras.ops.concatenate([sines[..., pairs], cosines[..., pairs]], axis=-1))
+            start += width // 2
+        return bands
 
     def frequencies(self):
         """The float64 angular frequency of every feature pair, axis after axis (times its
@@ -275,7 +301,8 @@ class AxialRotaryEmbedding(AxialRotaryEmbeddingMixin, SinusoidLayer):
         max_wavelength: Number greater than 1 (diffusers' and transformers' `theta`).
             Defaults to `10000`.
         layout: `"interleave"` (pairs `2j, 2j + 1`: FLUX, EVA-02) or `"half"` (`j, j + dim/2`:
-            Qwen2-VL's vision RoPE), over the whole head. Defaults to `"interleave"`.
+            Qwen2-VL's vision RoPE), over the whole head; or `"half_per_axis"`, halves within
+            each band (Gemma 4's vision tower). Defaults to `"interleave"`.
         position_scale: Positive number, or one per axis: each axis's ids are multiplied by
             it (EVA-02's `pt_seq_len / ft_seq_len`, for a grid finer than the pretraining one).
             Defaults to `1.0`.
