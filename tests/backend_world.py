@@ -39,6 +39,31 @@ compiled, as_tensor = (lambda function: function), torch.as_tensor
 }
 TESTS = str(pathlib.Path(__file__).parent)
 
+# Before anything of the tests' own imports TensorFlow: a tour of the public API on the world's
+# backend, which must import none.
+NO_TENSORFLOW = """
+import sys, numpy as np, keras, tf_posenc
+from tf_posenc import layers
+x = np.random.default_rng(0).normal(size=(2, 8, 16)).astype("float32")
+q = np.random.default_rng(0).normal(size=(2, 8, 2, 8)).astype("float32")
+layers.PositionalEncoding(64, 16)(x)
+layers.PositionalEncoding(64, 16, dtype="mixed_bfloat16")(x)
+layers.RotaryEmbedding()(q, start_index=3)
+layers.RotaryEmbedding.from_hf_config({"model_type": "llama", "hidden_size": 16, "num_attention_heads": 2})(q)
+tf_posenc.positional_encoding(10, 8, dtype="bfloat16")
+tf_posenc.hf_attention_layers({"model_type": "gemma3_text"})
+attention = tf_posenc.GroupQueryAttention(
+    8, 4, 2, rope=layers.RotaryEmbedding(), position_bias=layers.AlibiBias(num_heads=4)
+)
+attention(x, x, use_causal_mask=True)
+tf_posenc.MultiHeadAttention(2, 8, position_bias=layers.RelativePositionBias(2, 16, 40))(x, x)
+tf_posenc.attention_mask(np.arange(8), np.arange(8), sliding_window=3)
+tower = layers.AxialRotaryEmbedding.from_hf_config({"model_type": "qwen2_5_vl_vision"})
+tower(np.zeros((1, 24, 2, 224), "float32"), positions=tf_posenc.vision_position_ids([[1, 4, 6]], 2))
+layers.TimestepEmbedding(32)(np.arange(4.0))
+tensorflow_imported = "tensorflow" in sys.modules
+"""
+
 RUN_CASES = """
 import sys, json, numpy as np, keras
 sys.path.insert(0, TESTS)
@@ -72,6 +97,7 @@ for start in range(0, 4000, 97):
     encoding(np.zeros((1, 1, 32), "float32"), start_index=start)
     rotary(np.zeros((1, 1, 2, 8), "float32"), start_index=start)
 world = {
+    "tensorflow_imported": tensorflow_imported,
     "dtypes": dtypes,
     "traces": [encoding._eager_paths.traces, rotary._eager_paths.traces],
 }
@@ -91,6 +117,7 @@ def backend_world(request, tmp_path_factory):
             f"TESTS = {TESTS!r}",
             f"BACKEND = {backend!r}",
             PRELUDES[backend],
+            NO_TENSORFLOW,
             RUN_CASES,
             CHANGED_BETWEEN_CALLS,
             *EXTRAS[backend],
@@ -131,6 +158,10 @@ def test_layers_give_the_tensorflow_bits(backend_world, name, policy):
             # XLA does in TensorFlow too; the cosines and sines it applies are the same bits.
             unit = BOUND[policy]
             assert np.abs(got - expected).max() <= 2 * unit * np.abs(inputs).max(), where
+
+
+def test_the_public_api_imports_no_tensorflow(backend_world):
+    assert backend_world[2]["tensorflow_imported"] is False
 
 
 def test_a_changed_dtype_policy_gets_a_fresh_layers_bits_and_dtype(backend_world):

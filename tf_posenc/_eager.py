@@ -40,10 +40,10 @@ import threading
 import types
 
 import keras
-import tensorflow as tf
 
 from tf_posenc import _kept, _positions, _rows
 from tf_posenc._positions import Positions
+from tf_posenc._tensorflow import tf
 
 KEPT_FUNCTIONS = 16  # TensorFlow: traced functions per layer (JAX: jitted pairs)
 KEPT_BYTES = 8 * 2**20  # PyTorch: bytes of rows per layer, every window counted

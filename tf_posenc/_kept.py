@@ -28,7 +28,9 @@ import threading
 import weakref
 
 import keras
-import tensorflow as tf
+
+from tf_posenc import _tensorflow
+from tf_posenc._tensorflow import tf
 
 PROVIDER_BYTES = 16 * 2**20  # the constants of 64 configurations 1024 columns wide take 2 MiB
 STEP_PIECES_BYTES = 64 * 2**20  # 2 KiB a column: 32 configurations 1024 columns wide
@@ -202,7 +204,13 @@ class PerGraph:
 def in_graph(tensor):
     """Whether `tensor` is a TensorFlow tensor of a graph being traced (a `tf.function`, a
     Keras graph or XLA step), where `PerGraph` applies."""
-    return isinstance(tensor, tf.Tensor) and not tf.executing_eagerly() and hasattr(tensor, "graph")
+    tensorflow = _tensorflow.loaded()  # (without TensorFlow loaded, no tensor is one of its graph's)
+    return (
+        tensorflow is not None
+        and isinstance(tensor, tensorflow.Tensor)
+        and not tensorflow.executing_eagerly()
+        and hasattr(tensor, "graph")
+    )
 
 
 def _nbytes(value):

@@ -19,10 +19,10 @@ from typing import NamedTuple
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from tf_posenc import _kept, _validation
+from tf_posenc._tensorflow import tf
 
 
 class Positions(NamedTuple):
@@ -203,9 +203,9 @@ def _float32_numbers(name):
     return [
         (
             lambda values: (
-                tf.cast(tf.cast(values, tf.float32), tf.float64) == values
-                if tf.is_tensor(values)
-                else values.astype(np.float32).astype(np.float64) == values
+                values.astype(np.float32).astype(np.float64) == values
+                if isinstance(values, np.ndarray)
+                else tf.cast(tf.cast(values, tf.float32), tf.float64) == values
             ),
             f"`{name}` given as float64 must hold float32 numbers: a timestep is never rounded.",
         )

@@ -57,10 +57,10 @@ from typing import NamedTuple
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from tf_posenc import _kept, _positions, _validation
+from tf_posenc._tensorflow import tf
 
 _LIMB_BITS = 12
 _LIMB = 2**_LIMB_BITS

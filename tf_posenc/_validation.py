@@ -4,7 +4,8 @@ import math
 import numbers
 
 import keras
-import tensorflow as tf
+
+from tf_posenc import _tensorflow
 
 LAYOUTS = ("interleave", "concat")
 # Whose frequencies and column order a sinusoid table follows (see `_columns.columns`).
@@ -46,12 +47,12 @@ def wavelength(name, value):
 def floating_dtype(name, value):
     """Returns the name of a floating-point dtype, or raises naming `name`."""
     try:
-        dtype = tf.as_dtype(value)
-    except TypeError:
+        dtype = keras.backend.standardize_dtype(value)
+    except (TypeError, ValueError):
         dtype = None
-    if dtype is None or not dtype.is_floating:
+    if dtype is None or not keras.backend.is_float_dtype(dtype):
         raise ValueError(f"`{name}` must be a floating-point dtype. {received(name, value)}")
-    return dtype.name
+    return dtype
 
 
 def input_shape(shape, rank, axes):
@@ -96,7 +97,8 @@ def one_of(name, value, choices):
 
 def dense_inputs(inputs):
     """Raises a `TypeError` for ragged and sparse inputs, which the layers do not take."""
-    if isinstance(inputs, (tf.RaggedTensor, tf.SparseTensor)):
+    tensorflow = _tensorflow.loaded()  # (without TensorFlow loaded, no input is one of its tensors)
+    if tensorflow is not None and isinstance(inputs, (tensorflow.RaggedTensor, tensorflow.SparseTensor)):
         raise TypeError(
             "`inputs` must be a dense tensor: ragged and sparse tensors are not accepted. Pad the "
             "sequences (for example `inputs.to_tensor()`) and pass the padding as a mask or as "

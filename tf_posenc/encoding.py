@@ -14,8 +14,9 @@ to a rounding boundary may round the other way). What each column holds is writt
 
 import numbers
 
+import keras
+import ml_dtypes
 import numpy as np
-import tensorflow as tf
 
 from tf_posenc import _columns, _validation
 
@@ -28,6 +29,7 @@ from tf_posenc._rope_types import (  # noqa: F401
     rotary_attention_factor,
     rotary_frequencies,
 )
+from tf_posenc._tensorflow import tf
 
 # Rows computed per step by `positional_encoding`, so that the float64 scratch
 # space stays small however long the table is.
@@ -77,7 +79,8 @@ def sinusoid_rows(start, stop, d_model, dtype="float32", **options):
     space stays small next to the result however many rows are asked for. `options` are
     those of `columns`.
     """
-    rows = np.empty((stop - start, d_model), dtype=tf.as_dtype(dtype).as_numpy_dtype)
+    name = keras.backend.standardize_dtype(dtype)
+    rows = np.empty((stop - start, d_model), dtype=ml_dtypes.bfloat16 if name == "bfloat16" else name)
     for first in range(start, stop, _ROWS_PER_CHUNK):
         last = min(first + _ROWS_PER_CHUNK, stop)
         rows[first - start : last - start] = sinusoids(np.arange(first, last), d_model, **options)
@@ -218,7 +221,8 @@ def positional_encoding(
     convention="paper",
     min_timescale=1.0,
 ):
-    """The full encoding table, shape `(1, position, d_model)`, as a `tf.Tensor`.
+    """The full encoding table, shape `(1, position, d_model)`, as a tensor of the Keras backend
+    (a `tf.Tensor` on TensorFlow).
 
     Args:
         position: Integer. Number of positions (rows), starting at 0.
@@ -235,8 +239,8 @@ def positional_encoding(
         min_timescale: Number. tensor2tensor's `min_timescale`. Defaults to `1.0`.
 
     Returns:
-        A `tf.Tensor` of shape `(1, position, d_model)`: float64 values rounded
-        once to `dtype`.
+        A tensor of shape `(1, position, d_model)` (a `tf.Tensor` on the TensorFlow
+        backend): float64 values rounded once to `dtype`.
 
     Example:
 
@@ -260,7 +264,9 @@ def positional_encoding(
         convention=convention,
         min_timescale=min_timescale,
     )
-    return tf.convert_to_tensor(table[np.newaxis])
+    if keras.backend.backend() == "tensorflow":
+        return tf.convert_to_tensor(table[np.newaxis])
+    return keras.ops.convert_to_tensor(table[np.newaxis])
 
 
 def shift_matrix(k, d_model, max_wavelength=10000, layout="interleave"):
