@@ -695,7 +695,7 @@ for name, make in BACKEND_CASES.items():
 np.savez("attention_layers.npz", **layers_saved)
 # Float positions under mixed precision, and a model whose layers share a bias and a rotation,
 # saved and reloaded: what `test_multi_head_attention.py` checks on TensorFlow.
-from tf_posenc.layers import GroupQueryAttention, MultiHeadAttention, RelativePositionBias, RotaryEmbedding
+from tf_posenc.layers import GroupQueryAttention, MultiHeadAttention, RotaryEmbedding
 x = np.random.default_rng(5).normal(size=(2, 7, 16)).astype("float32")
 integers = np.arange(257, 264)[None]
 mixed = {}
@@ -709,14 +709,8 @@ for policy in ("mixed_float16", "mixed_bfloat16"):
             keras.backend.standardize_dtype(again.dtype),
             bool(np.array_equal(to_numpy(again), to_numpy(given))),
         ]
-bias, rope = RelativePositionBias(4, 16, 40), RotaryEmbedding()
-inputs = keras.Input((None, 16))
-first = GroupQueryAttention(8, 4, 2, rope=rope, position_bias=bias)
-second = GroupQueryAttention(8, 4, 2, rope=rope, position_bias=bias)
-hidden = first(inputs, inputs, use_causal_mask=True)
-model = keras.Model(inputs, second(hidden, hidden, use_causal_mask=True))
-table = bias.relative_attention_bias
-table.assign(np.random.default_rng(6).normal(size=tuple(table.shape)).astype("float32"))
+from test_multi_head_attention import shared_position_model
+model, _ = shared_position_model()
 model.save("shared.keras")
 reloaded = keras.saving.load_model("shared.keras")
 one, two = reloaded.layers[1], reloaded.layers[2]

@@ -254,16 +254,23 @@ def test_float_positions_under_mixed_precision_are_the_integer_ones(layer_class,
     assert layer_class.from_config({**layer.get_config(), "autocast": True}).autocast is False
 
 
-@pytest.mark.slow
-def test_shared_position_layers_reload_as_one_layer_with_their_weights(tmp_path):
-    # T5's pattern: one bias table for every layer; and one rotation for all.
+def shared_position_model():
+    """T5's pattern: two attention layers sharing one bias table (drawn away from its zeros) and
+    one rotation; returns the model and its first attention layer."""
     bias, rope = RelativePositionBias(4, 16, 40), RotaryEmbedding()
     inputs = keras.Input((None, 16))
     first = GroupQueryAttention(8, 4, 2, rope=rope, position_bias=bias)
     second = GroupQueryAttention(8, 4, 2, rope=rope, position_bias=bias)
     hidden = first(inputs, inputs, use_causal_mask=True)
     model = keras.Model(inputs, second(hidden, hidden, use_causal_mask=True))
-    bias.relative_attention_bias.assign(rng.normal(size=tuple(bias.relative_attention_bias.shape)))
+    table = bias.relative_attention_bias
+    table.assign(np.random.default_rng(6).normal(size=tuple(table.shape)).astype("float32"))
+    return model, first
+
+
+@pytest.mark.slow
+def test_shared_position_layers_reload_as_one_layer_with_their_weights(tmp_path):
+    model, first = shared_position_model()
     expected = model(X).numpy()
     model.save(tmp_path / "shared.keras")
     reloaded = keras.saving.load_model(tmp_path / "shared.keras")
