@@ -64,7 +64,8 @@ tf_posenc.attention_mask(np.arange(8), np.arange(8), sliding_window=3)
 tower = layers.AxialRotaryEmbedding.from_hf_config({"model_type": "qwen2_5_vl_vision"})
 tower(np.zeros((1, 24, 2, 224), "float32"), positions=tf_posenc.vision_position_ids([[1, 4, 6]], 2))
 layers.TimestepEmbedding(32)(np.arange(4.0))
-qwen3 = {"model_type": "qwen3", "hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8}
+qwen3 = {"model_type": "qwen3", "hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "head_dim": 8}
 hidden = np.zeros((1, 4, 32), "float32")
 tf_posenc.GroupQueryAttention.from_hf_config(qwen3, 0)(hidden, hidden)
 tf_posenc.InklingRelativeBias.from_hf_config({"model_type": "inkling2_text"}, 0)
