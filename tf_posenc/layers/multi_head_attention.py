@@ -361,8 +361,9 @@ class PositionedAttentionMixin:
 
     def _with_cache(self, cache, *, cache_update_index, keys, values, prepare):
         """keras-hub's `CachedMultiHeadAttention` convention: `cache` `(batch, 2, slots, kv_heads,
-        head_dim)`, slot `i` holding position `i`; the call's keys (rotated first) and values are
-        written from `cache_update_index` on."""
+        head_dim)`, slot `i` holding position `i`; the call's keys (`prepare`d first: rotated, and
+        normed where the norm follows the rotation) and values are written from
+        `cache_update_index` on."""
         shape = tuple(cache.shape)
         wanted = (2, None, self._kv_heads, self._head_dim)
         given = shape[1:] if len(shape) == 5 else None
