@@ -2,6 +2,7 @@
 Keras's), run on tf_posenc's classes: a pytest plugin puts them in `keras.src.layers` before the
 files are collected and counts the layers the tests build, in an interpreter of the backend."""
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -47,9 +48,8 @@ def pytest_sessionfinish(session):
 def run(python, backend, folder):
     """Runs the two files with `python` on `backend` in `folder`; returns the plugin's report
     (the layers built, each test's outcome) and the run."""
-    import keras
-
-    attention = pathlib.Path(keras.__file__).parent / "src" / "layers" / "attention"
+    # Found, not imported: importing Keras here would import this process's backend.
+    attention = pathlib.Path(importlib.util.find_spec("keras").origin).parent / "src" / "layers" / "attention"
     folder = pathlib.Path(folder)
     (folder / "keras_substitute.py").write_text(PLUGIN)
     (folder / "pytest.ini").write_text("[pytest]\n")  # not the project's options

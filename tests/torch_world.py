@@ -1,20 +1,15 @@
 """The backend world of `backend_world.py` on PyTorch. Run by `tests/torch.sh`, in the PyTorch
 environment of `tests/torch.txt` (the main test environment has no torch)."""
 
-import sys
-
 import numpy as np
 import pytest
 import tensorflow as tf
 from backend_world import *  # noqa: F403 (the world's tests, on this module's backend)
-from helpers import run_python
 
 from tf_posenc import layers
 
 BACKEND = "torch"
 pytestmark = pytest.mark.slow
-# Keras's own attention tests on this backend: what its own classes give (passed, skipped).
-EXPECTED_KERAS_OWN = (80, 0)
 
 
 def test_onnx_export_serves_the_tensorflow_numbers(backend_world):
@@ -68,26 +63,3 @@ def test_what_a_layer_keeps_stays_within_its_byte_cap(backend_world):
     kept_bytes, storage_bytes = world["kept_after"]["decoding"]
     assert 0 < kept_bytes == storage_bytes <= 8 * 2**20
     assert world["device_keys"] == ["cpu", "meta"]
-
-
-def test_keras_own_attention_tests_pass_on_tf_posenc_classes(tmp_path):
-    import keras_own_tests
-
-    report, result = keras_own_tests.run(sys.executable, "torch", tmp_path)
-    outcomes = list(report["outcomes"].values())
-    assert "failed" not in outcomes, result.stdout[-4000:]
-    # What Keras 3.15.1's own classes give on this backend (its CPU wheel: no flash attention).
-    assert (outcomes.count("passed"), outcomes.count("skipped")) == EXPECTED_KERAS_OWN
-    assert report["built"]["MultiHeadAttention"] > 50 and report["built"]["GroupQueryAttention"] > 10
-
-
-def test_triton_loads_after_tf_posenc(tmp_path):
-    # TensorFlow 2.21 and triton abort a process that loads them in that order ("LLVM ERROR:
-    # inconsistency in registered CommandLine options"); tf_posenc imports no TensorFlow here.
-    script = (
-        "import sys, numpy as np, keras, tf_posenc\n"
-        "tf_posenc.RotaryEmbedding()(np.zeros((1, 4, 2, 8), 'float32'))\n"
-        "import triton\n"
-        "print('tensorflow' in sys.modules)\n"
-    )
-    assert run_python(script, tmp_path, env={"KERAS_BACKEND": "torch"}).split()[-1] == "False"
