@@ -46,7 +46,7 @@ def _language_model(config):
 
 
 # The model types that rotate and are not decoders (encoders, speech and audio models, towers):
-# their rotation is read; their per-layer plan is not.
+# their rotation is read; the per-layer plan of those in `_ENCODER_PLANS`.
 ENCODER_TYPES = tuple(sorted({*_hf_encoder_defaults.DEFAULTS, *_hf_encoder_defaults.SUB_CONFIGS}))
 # Multimodal configs: the model type of their language model (decoders and encoders).
 _TEXT_MODEL_TYPES = {**_hf_defaults.TEXT_MODEL_TYPES, **_hf_encoder_defaults.TEXT_MODEL_TYPES}
@@ -512,6 +512,10 @@ def _interleaves(config):
     return config.get("model_type") in _INTERLEAVED
 
 
+# Rotary modules that take a row of ids per image axis, h and w, and turn pair j by the row ids
+# where j is even, the column ids where odd (NeoMME's `recomposition_frequencies`).
+_TWO_AXES = ("neomme",)
+
 # The models whose code pairs feature 2j with 2j + 1 (transformers 5.25): Cohere's and GLM's
 # `repeat_interleave`, Llama 4's and DeepSeek-V2's complex products, GPT-J's `rotate_every_two`,
 # `apply_rotary_pos_emb_interleave`, and the DeepSeek-V3 attention's `rope_interleave` default.
@@ -592,7 +596,6 @@ _ROPE_BY_LAYER_TYPE = ("cohere_compass_text",)
 # the sections their code uses where the config names none, and whether their
 # `recomposition_frequencies` interleaves them (Qwen3-VL's t, h, w, t, h, w, ...) or lays
 # them out one after another (Qwen2-VL's). transformers 5.25 reads no `mrope_interleaved`.
-_TWO_AXES = ("neomme",)
 _MROPE = {
     "cohere_compass_text": ([24, 20, 20], True),
     "cosmos3_edge_text": ([24, 20, 20], True),
