@@ -6,7 +6,21 @@ import threading
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
+
+
+def slow_unless(quick, cases):
+    """`cases` (tuples of values, or single values) as parameters named by their values, each
+    marked `slow` unless its first value is in `quick` (every one quick where `quick` is None)."""
+    params = []
+    for case in cases:
+        case = case if isinstance(case, tuple) else (case,)
+        fast = quick is None or case[0] in quick
+        params.append(
+            pytest.param(*case, id="-".join(map(str, case)), marks=() if fast else pytest.mark.slow)
+        )
+    return params
 
 
 def in_threads(call, work, threads=4):

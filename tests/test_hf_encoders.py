@@ -12,6 +12,7 @@ import re
 import numpy as np
 import pytest
 from fingerprints import fixed_vectors
+from helpers import slow_unless
 
 from tf_posenc import GroupQueryAttention, RotaryEmbedding, _hf_config, attention_mask, hf_attention_layers
 from tf_posenc import _hf_encoder_defaults as encoder_defaults
@@ -53,15 +54,7 @@ def rotated_by_us(model_type, kind, entry):
 QUICK = {"modernbert", "pe_audio_encoder", "moonshine", "neomme", "openai_privacy_filter", "mimi"}
 
 
-def marked(cases):
-    """`(model_type, ...)` cases as parameters, `slow` unless their model type is quick."""
-    return [
-        pytest.param(*case, id="-".join(case), marks=() if case[0] in QUICK else pytest.mark.slow)
-        for case in cases
-    ]
-
-
-@pytest.mark.parametrize("model_type, kind", marked(CASES))
+@pytest.mark.parametrize("model_type, kind", slow_unless(QUICK, CASES))
 def test_the_rotation_is_the_rotary_modules(model_type, kind):
     entry = TYPES[model_type]
     printed = entry["rows"][kind]
@@ -154,7 +147,7 @@ PLANS = {
 PRESCALED = {"openai_privacy_filter": 16**-0.5}
 
 
-@pytest.mark.parametrize("model_type", marked([(name,) for name in PLANS]))
+@pytest.mark.parametrize("model_type", slow_unless(QUICK, PLANS))
 def test_the_plan_is_the_models_masks_and_scales(model_type):
     # The printer ran each model whole at small sizes (a window of 3; ModernBERT's
     # `local_attention` 6) on 16 tokens, the first one padding, and kept the mask and softmax

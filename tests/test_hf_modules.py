@@ -13,6 +13,7 @@ import keras
 import numpy as np
 import pytest
 from fingerprints import MODULE_POSITIONS, module_input, module_weights
+from helpers import slow_unless
 
 import tf_posenc
 from tf_posenc import _hf_attention, _hf_config, _hf_defaults
@@ -91,17 +92,8 @@ QUICK = {
 }  # fmt: skip
 
 
-def cases(selected, quick=QUICK):
-    return [
-        pytest.param(
-            name, key, id=f"{name}-{key}", marks=() if quick is None or name in quick else pytest.mark.slow
-        )
-        for name, key in selected
-    ]
-
-
-ACCEPTED = cases(case for case in CASES if refusal(*case) is None)
-REFUSALS = cases((case for case in CASES if refusal(*case) is not None), quick=None)  # no call: all quick
+ACCEPTED = slow_unless(QUICK, (case for case in CASES if refusal(*case) is None))
+REFUSALS = slow_unless(None, (case for case in CASES if refusal(*case) is not None))  # no call: all quick
 
 
 @pytest.mark.parametrize("name, key", ACCEPTED)

@@ -13,6 +13,7 @@ import keras
 import numpy as np
 import pytest
 from fingerprints import fixed_vectors
+from helpers import slow_unless
 
 from tf_posenc import AxialRotaryEmbedding, _hf_vision, _hf_vision_defaults, vision_position_ids
 
@@ -35,9 +36,7 @@ QUICK = {
 }
 
 
-@pytest.mark.parametrize(
-    "model_type", [pytest.param(name, marks=() if name in QUICK else pytest.mark.slow) for name in READ]
-)
+@pytest.mark.parametrize("model_type", slow_unless(QUICK, READ))
 def test_the_rotation_is_the_towers(model_type):
     entry = TYPES[model_type]
     rope = AxialRotaryEmbedding.from_hf_config({"model_type": model_type}, dtype="float64")
