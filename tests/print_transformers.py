@@ -1103,6 +1103,29 @@ def rotary_other_models():
     return found
 
 
+def entries(items, make):
+    """`{model_type: make(model_type, value)}` for the `(model_type, value)` pairs of `items`, or
+    the error `make` raised, as the printer records one; each printed as it comes."""
+    printed = {}
+    for model_type, value in items:
+        try:
+            printed[model_type] = make(model_type, value)
+        except Exception as error:
+            printed[model_type] = {"error": f"{type(error).__name__}: {error}"[:200]}
+        print(model_type, printed[model_type].get("error", "ok"), flush=True)
+    return printed
+
+
+def every_config():
+    """`(model_type, its config class's defaults)` for every model type of transformers whose
+    config builds from its defaults."""
+    for model_type in sorted(transformers.models.auto.configuration_auto.CONFIG_MAPPING_NAMES):
+        try:
+            yield model_type, AutoConfig.for_model(model_type)
+        except Exception:
+            continue
+
+
 def own_rotary(config, module):
     """(key, config, rotary module) for the model type's own rotary module: built from its
     config, else from its first sub-config (`key`) a rotary class of its module builds from,
@@ -1199,15 +1222,7 @@ def encoders():
     first sub-config it builds from), run in float64: the defaults of the keys tf_posenc reads,
     the rows (cos, sin) at the last position, and a fixed vector rotated at each position by
     the module's own `apply_rotary_pos_emb`."""
-    printed = {}
-    for model_type, module in rotary_other_models().items():
-        try:
-            printed[model_type] = encoder_entry(model_type, module)
-        except Exception as error:
-            printed[model_type] = {"error": f"{type(error).__name__}: {error}"[:200]}
-        print(
-            model_type, printed[model_type].get("error", printed[model_type].get("rotary_class")), flush=True
-        )
+    printed = entries(rotary_other_models().items(), encoder_entry)
     for entry in printed.values():
         # A composite config whose rotary module is its sub-config's, printed under that type.
         own = printed.get(entry.get("config_type"), {})
@@ -1220,14 +1235,16 @@ def encoders():
                 entry.pop(key, None)
     # The model types whose text model is one of these (ModernVBERT's ModernBERT).
     text_types = {}
-    for model_type in sorted(transformers.models.auto.configuration_auto.CONFIG_MAPPING_NAMES):
-        if model_type in printed:
-            continue
+    for model_type, config in every_config():
         try:
-            text = AutoConfig.for_model(model_type).get_text_config()
+            text = config.get_text_config()
         except Exception:
             continue
-        if text.model_type != model_type and "rows" in printed.get(text.model_type, {}):
+        if (
+            model_type not in printed
+            and text.model_type != model_type
+            and "rows" in printed.get(text.model_type, {})
+        ):
             text_types[model_type] = text.model_type
     source = f"transformers {transformers.__version__}, torch {torch.__version__}: "
     source += "tests/print_transformers.py encoders"
@@ -1342,25 +1359,17 @@ def vision():
     """Writes tests/transformers_vision_5_25.json: for every model type of `rotary_other_models`
     whose rope type is "axial", its rotary module (from its config class's defaults, or its first
     sub-config it builds from) and apply function, run in float64 at two grids' position ids."""
-    printed = {}
     encoders = json.loads(ENCODERS.read_text())["types"]
-    for model_type, module in rotary_other_models().items():
-        if encoders.get(model_type, {}).get("rope_type") != "axial":
-            continue
-        try:
-            printed[model_type] = vision_entry(model_type, module)
-        except Exception as error:
-            printed[model_type] = {"error": f"{type(error).__name__}: {error}"[:200]}
-        print(
-            model_type, printed[model_type].get("error", printed[model_type].get("rotary_class")), flush=True
-        )
+    axial = [
+        (model_type, module)
+        for model_type, module in rotary_other_models().items()
+        if encoders.get(model_type, {}).get("rope_type") == "axial"
+    ]
+    printed = entries(axial, vision_entry)
     # The model types whose `vision_config` is one of these.
     parents = {}
-    for model_type in sorted(transformers.models.auto.configuration_auto.CONFIG_MAPPING_NAMES):
-        try:
-            vision_config = getattr(AutoConfig.for_model(model_type), "vision_config", None)
-        except Exception:
-            continue
+    for model_type, config in every_config():
+        vision_config = getattr(config, "vision_config", None)
         if vision_config is not None and vision_config.model_type in printed and model_type not in printed:
             parents[model_type] = vision_config.model_type
     source = f"transformers {transformers.__version__}, torch {torch.__version__}: "
@@ -1450,16 +1459,12 @@ def encoder_plans():
     """Adds to tests/transformers_encoders_5_25.json each encoder's plan (`encoder_plan`) where
     `AutoModel` builds it from input ids."""
     stored = json.loads(ENCODERS.read_text())
-    plans = {}
-    for model_type, entry in stored["types"].items():
-        if "defaults" not in entry or entry.get("config_key"):
-            continue
-        try:
-            plans[model_type] = encoder_plan(model_type)
-        except Exception as error:
-            plans[model_type] = {"error": f"{type(error).__name__}: {error}"[:200]}
-        print(model_type, plans[model_type].get("error", "ok"), flush=True)
-    stored["plans"] = plans
+    own = [
+        (model_type, None)
+        for model_type, entry in stored["types"].items()
+        if "defaults" in entry and not entry.get("config_key")
+    ]
+    stored["plans"] = entries(own, lambda model_type, _: encoder_plan(model_type))
     ENCODERS.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
 
 
