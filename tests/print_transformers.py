@@ -16,6 +16,7 @@ the test environment), from the repository's root:
     python tests/print_transformers.py encoders    # writes tests/transformers_encoders_5_25.json
     python tests/print_transformers.py encoder_plans  # adds the encoders' masks and scales
     python tests/print_transformers.py vision      # writes tests/transformers_vision_5_25.json
+    python tests/print_transformers.py deberta     # writes tests/transformers_deberta_5_25.json
     python tests/print_transformers.py module_defaults  # writes tf_posenc/_hf_module_defaults.py
                                                         # (then `ruff format` it)
 
@@ -1468,6 +1469,48 @@ def encoder_plans():
     ENCODERS.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
 
 
+DEBERTA = pathlib.Path(__file__).parent / "transformers_deberta_5_25.json"
+# (bucket_size, max_position): DeBERTa-v3's and SEW-D's (256, 512), and pairs at which a float64
+# restatement of the log buckets differs from transformers' float32 at some offset.
+DEBERTA_BUCKETS = [(256, 512), (256, 256), (16, 128), (64, 128), (512, 4096)]
+DEBERTA_OFFSETS = 20000  # offsets -20000 .. 20000
+
+
+def deberta():
+    """DeBERTa-v2's relative positions: for each pair of `DEBERTA_BUCKETS`, the bucket
+    `make_log_bucket_position` gives every offset in +-DEBERTA_OFFSETS (SEW-D's the same), as runs
+    `[first offset, bucket]`, each lasting until the next one starts; and two whole outputs of
+    `build_relative_position`, plain and bucketed, on 5 queries and 9 keys."""
+    from transformers.models.deberta_v2 import modeling_deberta_v2 as deberta_v2
+    from transformers.models.sew_d import modeling_sew_d as sew_d
+
+    layer = lambda length: torch.zeros(1, length, 4)  # noqa: E731 (only its length is read)
+    offsets = torch.arange(-DEBERTA_OFFSETS, DEBERTA_OFFSETS + 1)
+    runs = {}
+    for bucket_size, max_position in DEBERTA_BUCKETS:
+        # The function `build_relative_position` maps each offset with (a (q, k) matrix of
+        # every offset in this range would need 6 GB).
+        buckets = deberta_v2.make_log_bucket_position(offsets, bucket_size, max_position).long().tolist()
+        sew = sew_d.make_log_bucket_position(offsets, bucket_size, max_position).long().tolist()
+        if sew != buckets:
+            raise RuntimeError(f"SEW-D's buckets differ from DeBERTa-v2's at {bucket_size, max_position}")
+        pairs = enumerate(zip(offsets.tolist(), buckets, strict=True))
+        starts = [
+            [offset, bucket]
+            for index, (offset, bucket) in pairs
+            if index == 0 or bucket != buckets[index - 1]
+        ]
+        runs[f"{bucket_size},{max_position}"] = starts
+    whole = {
+        "plain": deberta_v2.build_relative_position(layer(5), layer(9)).tolist(),
+        "bucketed": deberta_v2.build_relative_position(layer(5), layer(9), 4, 8).tolist(),
+    }
+    source = f"transformers {transformers.__version__}: models.deberta_v2.build_relative_position"
+    DEBERTA.write_text(
+        json.dumps({"source": source, "runs": runs, "whole": whole}, separators=(",", ":")) + "\n"
+    )
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "rotations":
         rotations(sys.argv[2:])
@@ -1486,5 +1529,6 @@ if __name__ == "__main__":
             "encoders": encoders,
             "vision": vision,
             "encoder_plans": encoder_plans,
+            "deberta": deberta,
         }
         verbs[sys.argv[1]]()

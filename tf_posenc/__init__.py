@@ -57,6 +57,7 @@ else:
     from tf_posenc.layers.hf_plan import hf_attention_layers
 from tf_posenc._positions import positions_from_mask
 from tf_posenc.attention import attention_log_scale, attention_mask, attention_temperature
+from tf_posenc.deberta import deberta_relative_positions
 from tf_posenc.hf_weights import load_hf_attention_weights
 from tf_posenc.interpolation import interpolate_position_embeddings
 from tf_posenc.layers.head_normalization import HeadNormalization
@@ -100,6 +101,7 @@ __all__ = [
     "attention_temperature",
     "context_parallel_order",
     "context_parallel_positions",
+    "deberta_relative_positions",
     "get_angles",
     "grid_positions",
     "hf_attention_layers",
