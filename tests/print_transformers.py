@@ -16,6 +16,7 @@ the test environment), from the repository's root:
     python tests/print_transformers.py encoders    # writes tests/transformers_encoders_5_25.json
     python tests/print_transformers.py encoder_plans  # adds the encoders' masks and scales
     python tests/print_transformers.py vision      # writes tests/transformers_vision_5_25.json
+    python tests/print_transformers.py speech_plans  # adds the speech models' masks and scales
     python tests/print_transformers.py deberta     # writes tests/transformers_deberta_5_25.json
     python tests/print_transformers.py module_defaults  # writes tf_posenc/_hf_module_defaults.py
                                                         # (then `ruff format` it)
@@ -1469,6 +1470,101 @@ def encoder_plans():
     ENCODERS.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
 
 
+SPEECH_SIZES = {"hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "num_hidden_layers": 3}
+# The speech and audio models whose plan is read, each with what its tiny model needs besides
+# `SPEECH_SIZES`, and its inputs: 16 attention positions, none of them padding (Mimi's and
+# Voxtral's masks never see padding; the plan's mask is the one every unpadded input gets).
+SPEECH_PLANS = {
+    "lasr_encoder": ({"num_mel_bins": 16, "subsampling_conv_channels": 32, "conv_kernel_size": 5},
+                     lambda: {"input_features": torch.randn(1, 73, 16)}),
+    "glmasr_encoder": ({"num_key_value_heads": 4, "num_mel_bins": 16},
+                       lambda: {"input_features": torch.randn(1, 16, 32)}),
+    "nemotron3_5_transcribe_asr_audio": ({"num_mel_bins": 16},
+                                         lambda: {"input_features": torch.randn(1, 128, 16)}),
+    "nemotron3_diarization_audio": ({"num_key_value_heads": 4, "num_mel_bins": 8, "subsampling_factor": 2},
+                                    lambda: {"input_features": torch.randn(1, 32, 8)}),
+    "esm": ({"vocab_size": 33, "position_embedding_type": "rotary", "pad_token_id": 1, "mask_token_id": 32},
+            lambda: {"input_ids": torch.arange(16)[None] + 4}),
+    "gradium_phonon_tts": ({"num_key_value_heads": 4, "head_dim": 16, "vocab_size": 64,
+                            "flow_head_config": {"hidden_size": 32, "num_hidden_layers": 1,
+                                                 "condition_dim": 64}},
+                           lambda: {"input_ids": torch.arange(16)[None] + 7, "use_cache": False}),
+    "pocket_tts": ({"num_key_value_heads": 4, "head_dim": 16,
+                    "flow_head_config": {"hidden_size": 32, "num_hidden_layers": 1, "latent_dim": 32,
+                                         "condition_dim": 64, "frequency_embedding_size": 16}},
+                   lambda: {"input_ids": torch.arange(16)[None] + 5, "use_cache": False}),
+    "mimi_encoder": ({"num_key_value_heads": 4, "head_dim": 16, "sliding_window": 3, "upsample_groups": 64,
+                      "num_filters": 8, "upsampling_ratios": [2, 2], "codebook_size": 16, "codebook_dim": 16,
+                      "num_quantizers": 4, "vector_quantization_hidden_dimension": 16},
+                     lambda: {"input_values": torch.randn(1, 1, 64)}),
+    "voxtral_realtime_encoder": ({"head_dim": 16, "num_mel_bins": 8, "sliding_window": 3},
+                                 lambda: {"input_features": torch.randn(1, 8, 32), "use_cache": False}),
+}  # fmt: skip
+
+
+def speech_plan(model_type):
+    """The mask and softmax scale each attention module of the tiny model of `model_type` gives
+    the attention function, on the inputs `SPEECH_PLANS` holds (16 positions)."""
+    extra, inputs = SPEECH_PLANS[model_type]
+    overrides = {**SPEECH_SIZES, **extra}
+    config = AutoConfig.for_model(model_type, **overrides)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(config).double().eval()
+    modules = {importlib.import_module(type(module).__module__) for module in model.modules()}
+    originals = [
+        (module, name, value)
+        for module in modules
+        for name, value in vars(module).items()
+        if inspect.isfunction(value) and name.endswith("attention_forward")
+    ]
+    captured = []
+
+    def capturing(original):
+        def attend(*args, **kwargs):
+            bound = inspect.signature(original).bind(*args, **kwargs).arguments
+            queries, keys, mask = (
+                bound["query"].shape[-2],
+                bound["key"].shape[-2],
+                bound.get("attention_mask"),
+            )
+            if mask is None:
+                allowed = torch.ones(queries, keys, dtype=torch.bool)
+            else:
+                allowed = mask[0, 0, :, :keys] if mask.dtype == torch.bool else mask[0, 0, :, :keys] == 0
+            captured.append({"scaling": float(bound["scaling"]), "mask": allowed.int().tolist()})
+            return original(*args, **kwargs)
+
+        return attend
+
+    for module, name, value in originals:
+        setattr(module, name, capturing(value))
+    try:
+        with torch.no_grad():
+            given = inputs()
+            floats = {
+                key
+                for key, value in given.items()
+                if isinstance(value, torch.Tensor) and value.is_floating_point()
+            }
+            model(**{key: value.double() if key in floats else value for key, value in given.items()})
+    finally:
+        for module, name, value in originals:
+            setattr(module, name, value)
+    if len(captured) != config.num_hidden_layers:
+        raise RuntimeError(f"{len(captured)} attention calls for {config.num_hidden_layers} layers")
+    return {"overrides": overrides, "layer_types": getattr(config, "layer_types", None), "layers": captured}
+
+
+def speech_plans():
+    """Adds each speech model's plan (`speech_plan`) to tests/transformers_encoders_5_25.json."""
+    stored = json.loads(ENCODERS.read_text())
+    stored["speech_plans"] = entries(
+        [(model_type, None) for model_type in SPEECH_PLANS], lambda t, _: speech_plan(t)
+    )
+    ENCODERS.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
+
+
 DEBERTA = pathlib.Path(__file__).parent / "transformers_deberta_5_25.json"
 # (bucket_size, max_position): DeBERTa-v3's and SEW-D's (256, 512), and pairs at which a float64
 # restatement of the log buckets differs from transformers' float32 at some offset.
@@ -1530,5 +1626,6 @@ if __name__ == "__main__":
             "vision": vision,
             "encoder_plans": encoder_plans,
             "deberta": deberta,
+            "speech_plans": speech_plans,
         }
         verbs[sys.argv[1]]()

@@ -30,12 +30,18 @@ CASES = [
 ]
 
 
+# The settings under which a model uses the rotary module its class defaults build (ESM-2's
+# class adds a learned table by default; its rotary checkpoints set "rotary").
+ROTATING = {"esm": {"position_embedding_type": "rotary"}}
+
+
 def rotated_by_us(model_type, kind, entry):
     """Our rows at the printed positions and the printed vector rotated, as the model's head
     holds it (a partial rotation's other features ride along)."""
     layer_type = None if kind == "None" else kind
-    rope = RotaryEmbedding.from_hf_config({"model_type": model_type}, layer_type=layer_type, dtype="float64")
-    head = _hf_config._head_dim(_hf_config.read({"model_type": model_type}), layer_type)
+    config = {"model_type": model_type, **ROTATING.get(model_type, {})}
+    rope = RotaryEmbedding.from_hf_config(config, layer_type=layer_type, dtype="float64")
+    head = _hf_config._head_dim(_hf_config.read(config), layer_type)
     width = entry["rows"][kind]["width"]
     vector, units = fixed_vectors(width)
     features = np.zeros(head)
@@ -90,7 +96,9 @@ def test_every_rotating_model_that_is_not_a_decoder_is_read_or_refused_by_name()
         try:
             for kind in rows:
                 layer_type = None if kind == "None" else kind
-                RotaryEmbedding.from_hf_config({"model_type": model_type}, layer_type=layer_type)
+                RotaryEmbedding.from_hf_config(
+                    {"model_type": model_type, **ROTATING.get(model_type, {})}, layer_type=layer_type
+                )
             read.add(model_type)
         except ValueError as error:
             if model_type in _hf_config.MECHANISMS or "holds models that rotate differently" in str(error):
@@ -137,9 +145,11 @@ def test_every_rotating_model_that_is_not_a_decoder_is_read_or_refused_by_name()
     assert RotaryEmbedding.from_hf_config(modernbert, layer_type="full_attention").max_wavelength == 160000.0
 
 
+# The text encoders' plans (16 tokens, the first padding, dropped from the masks) and the speech
+# models' (16 positions, none padding).
 PLANS = {
     model_type: plan
-    for model_type, plan in sorted(PRINTED["plans"].items())
+    for model_type, plan in sorted({**PRINTED["plans"], **PRINTED["speech_plans"]}.items())
     if "error" not in plan and model_type in _hf_config._ENCODER_PLANS
 }
 # OpenAI's privacy filter multiplies its queries and keys by head_dim ** -0.25 each and gives the
@@ -150,8 +160,8 @@ PRESCALED = {"openai_privacy_filter": 16**-0.5}
 @pytest.mark.parametrize("model_type", slow_unless(QUICK, PLANS))
 def test_the_plan_is_the_models_masks_and_scales(model_type):
     # The printer ran each model whole at small sizes (a window of 3; ModernBERT's
-    # `local_attention` 6) on 16 tokens, the first one padding, and kept the mask and softmax
-    # scale each attention module gave the attention function.
+    # `local_attention` 6) and kept the mask and softmax scale each attention module gave the
+    # attention function.
     printed = PLANS[model_type]
     plan = hf_attention_layers({"model_type": model_type, **printed["overrides"]})
     assert len(plan) == len(printed["layers"])
@@ -161,6 +171,39 @@ def test_the_plan_is_the_models_masks_and_scales(model_type):
         np.testing.assert_array_equal(np.asarray(mask)[0], np.asarray(layer["mask"], bool))
         assert entry.scaling == pytest.approx(PRESCALED.get(model_type, layer["scaling"]), rel=1e-15)
         assert entry.rope is not None
+
+
+def test_every_model_type_read_or_refused_by_the_plan_has_its_plan_printed():
+    printed = {
+        name for name, plan in {**PRINTED["plans"], **PRINTED["speech_plans"]}.items() if "error" not in plan
+    }
+    assert set(_hf_config._ENCODER_PLANS) <= printed
+    # Voxtral Realtime's encoder slides on every layer when its config sets a window, and is
+    # causal over every earlier position without one.
+    voxtral = {"model_type": "voxtral_realtime_encoder", "num_hidden_layers": 2}
+    assert [entry.sliding_window for entry in hf_attention_layers(voxtral)] == [750, 750]
+    unwindowed = hf_attention_layers({**voxtral, "sliding_window": None})
+    assert [(entry.sliding_window, entry.causal) for entry in unwindowed] == [(None, True)] * 2
+
+
+def test_esm_rotates_only_with_rotary_positions():
+    with pytest.raises(ValueError, match="`position_embedding_type` is not 'rotary'"):
+        RotaryEmbedding.from_hf_config({"model_type": "esm"})  # ESM-2's class default: "absolute"
+    plan = hf_attention_layers({"model_type": "esm", "num_hidden_layers": 2})
+    assert [(entry.rope, entry.causal) for entry in plan] == [(None, False)] * 2
+    rotary = hf_attention_layers(
+        {"model_type": "esm", "num_hidden_layers": 2, "position_embedding_type": "rotary"}
+    )
+    assert all(entry.rope is not None for entry in rotary)
+
+
+@pytest.mark.parametrize("model_type", sorted(_hf_config.ENCODER_PLAN_MECHANISMS))
+def test_plans_that_need_a_mechanism_are_refused_naming_it(model_type):
+    with pytest.raises(ValueError) as error:
+        hf_attention_layers({"model_type": model_type})
+    message = str(error.value)
+    assert f"model_type={model_type!r} needs a mechanism tf_posenc does not have" in message
+    assert _hf_config.ENCODER_PLAN_MECHANISMS[model_type] in message
 
 
 def test_older_config_keys_are_read_as_their_classes_read_them_or_refused():

@@ -237,6 +237,8 @@ def no_rotation(config):
     model_type = config.get("model_type")
     if model_type == "granitemoehybrid" and config.get("position_embedding_type") != "rope":
         return "its `position_embedding_type` is not 'rope'"
+    if model_type == "esm" and config.get("position_embedding_type") != "rotary":
+        return "its `position_embedding_type` is not 'rotary': a learned table is added to its inputs"
     if model_type == "zamba2" and not config.get("use_mem_rope"):
         return "its `use_mem_rope` is off"
     if model_type == "falcon" and config.get("alibi"):
@@ -268,6 +270,23 @@ def inkling_config(config):
             "hybrid" if (index + 1) % 6 == 0 else "hybrid_sliding" for index in range(layers)
         ]
     return filled
+
+
+def read_plan(config):
+    """`read`, for a per-layer plan: a composite config whose plan needs a mechanism tf_posenc
+    lacks is refused under its own model type, before `read` takes its rotating part (Nemotron 3.5
+    Transcribe's audio model runs its encoder, whose own plan is read, chunk by chunk)."""
+    _refuse_plan(_as_dict(config).get("model_type"))
+    return read(config)
+
+
+def _refuse_plan(model_type):
+    if model_type in ENCODER_PLAN_MECHANISMS:
+        raise ValueError(
+            f"The per-layer plan of model_type={model_type!r} needs a mechanism tf_posenc does not "
+            f"have: {ENCODER_PLAN_MECHANISMS[model_type]}. `RotaryEmbedding.from_hf_config` reads its "
+            "rotation; give its layers their masks."
+        )
 
 
 def read_vision(config, model_type):
@@ -979,6 +998,7 @@ def attention_layers(config):
     """One `LayerEntry` per decoder layer of `config` (a dict from `read`), as transformers
     5.25's attention modules decide them."""
     model_type = config.get("model_type")
+    _refuse_plan(model_type)
     if model_type in ENCODER_TYPES and model_type not in _ENCODER_PLANS:
         raise ValueError(
             f"The per-layer plan of model_type={model_type!r} (not a decoder) is not read: build its "
@@ -1072,6 +1092,34 @@ _ENCODER_PLANS = {
     "nomic_bert": (False, None),
     "openai_privacy_filter": (False, "every layer"),
     "ultrabert": (False, "sliding_attention"),
+    # Speech and audio models: causal windows keep `0 <= q - k < sliding_window` (transformers'
+    # `create_sliding_window_causal_mask`).
+    "esm": (False, None),
+    "glmasr_encoder": (False, None),
+    "gradium_phonon_tts": (True, None),
+    "lasr_encoder": (False, None),
+    "mimi_encoder": (True, "every layer"),
+    "nemotron3_5_transcribe_asr_audio": (False, None),
+    "nemotron3_diarization_audio": (False, None),
+    "pocket_tts": (True, None),
+    "voxtral_realtime_encoder": (True, "every layer, if set"),  # causal on every layer without one
+}
+# Encoders and speech models whose per-layer plan needs a mechanism tf_posenc lacks.
+_CHUNKED_RUNS = "an encoder run chunk by chunk with left and right context, positions restarting at 0"
+_PREFIX = "a bidirectional prefix of `num_patches` image tokens, causal after it"
+ENCODER_PLAN_MECHANISMS = {
+    "deepseek_ocr2_encoder": _PREFIX,
+    "deepseek_ocr2_vision": _PREFIX,
+    "moonshine": "an encoder and a decoder in one config (bidirectional, then causal), both rotating",
+    "moonshine_streaming": "a (left, right) window per encoder layer and a causal decoder, in one config",
+    "nemo_speechlm": _CHUNKED_RUNS,
+    "nemotron3_5_transcribe_audio": _CHUNKED_RUNS,
+    "nemotron3_diarization": _CHUNKED_RUNS,
+    "qwen2_5_omni_dit": "block masks that look a number of blocks back and ahead, per layer",
+    "qwen2_5_omni_token2wav": "block masks that look a number of blocks back and ahead, per layer",
+    "t5gemma2_encoder": "an asymmetric sliding window, `-(W // 2) <= q - k <= (W + 1) // 2 - 1`",
+    "t5gemma2_text": "an asymmetric sliding window, `-(W // 2) <= q - k <= (W + 1) // 2 - 1`",
+    "timesfm2_5": "a learned per-dimension query scale (its attention is given `scaling=1`)",
 }
 
 
@@ -1090,13 +1138,16 @@ def _encoder_layers(config):
         )
     for kind in types:
         slides = sliding == "every layer" or kind == sliding
+        if sliding == "every layer, if set":
+            slides = window is not None
         if slides and window is None:
             raise ValueError(
                 f"The config's sliding layers need its `sliding_window`. Received: none (layer type {kind!r})"
             )
         layer_window = window if slides else None
+        rotates = no_rotation(config) is None
         entries.append(
-            LayerEntry(True, kind if per_type else None, layer_window, None, None, causal, scale, None)
+            LayerEntry(rotates, kind if per_type else None, layer_window, None, None, causal, scale, None)
         )
     return entries
 
@@ -1152,6 +1203,8 @@ def _softmax_scale(config, parameters):
         return config["query_pre_attn_scalar"] ** -0.5
     if model_type in (*_KV_SHARING, "gemma4_unified_text", "diffusion_gemma_text", "embedding_gemma2_text"):
         return 1.0  # Gemma 3n and 4 (and EmbeddingGemma 2) normalise their queries and keys instead
+    if model_type == "esm":
+        return 1.0  # ESM scales its queries by head_dim ** -0.5 before it rotates them
     if model_type in _MLA:  # DeepSeek: `yarn_apply_mscale` of the whole query head
         scale = (config["qk_nope_head_dim"] + config["qk_rope_head_dim"]) ** -0.5
         factor, weight = parameters.get("factor"), parameters.get("mscale_all_dim")

@@ -318,7 +318,7 @@ def attention_layers_with(rope_class, config, **kwargs):
         config: As for `hf_attention_layers`.
         **kwargs: As for `hf_attention_layers`.
     """
-    config = _hf_config.read(config)
+    config = _hf_config.read_plan(config)
     ropes = {}
     layers = []
     for entry in _hf_config.attention_layers(config):
