@@ -1474,6 +1474,9 @@ SPEECH_SIZES = {"hidden_size": 64, "num_attention_heads": 4, "intermediate_size"
 # The speech and audio models whose plan is read, each with what its tiny model needs besides
 # `SPEECH_SIZES`, and its inputs: 16 attention positions, none of them padding (Mimi's and
 # Voxtral's masks never see padding; the plan's mask is the one every unpadded input gets).
+POCKET_TOKENIZER = {"num_key_value_heads": 4, "head_dim": 16, "sliding_window": 3, "num_filters": 4,
+                    "upsampling_ratios": [2, 2], "latent_stride": 2, "latent_dim": 8,
+                    "upsample_groups": 64}  # fmt: skip
 SPEECH_PLANS = {
     "lasr_encoder": ({"num_mel_bins": 16, "subsampling_conv_channels": 32, "conv_kernel_size": 5},
                      lambda: {"input_features": torch.randn(1, 73, 16)}),
@@ -1499,18 +1502,35 @@ SPEECH_PLANS = {
                      lambda: {"input_values": torch.randn(1, 1, 64)}),
     "voxtral_realtime_encoder": ({"head_dim": 16, "num_mel_bins": 8, "sliding_window": 3},
                                  lambda: {"input_features": torch.randn(1, 8, 32), "use_cache": False}),
+    "mimi_decoder": ({"num_key_value_heads": 4, "head_dim": 16, "sliding_window": 3, "upsample_groups": 64,
+                      "num_filters": 8, "upsampling_ratios": [2, 2], "codebook_size": 16, "codebook_dim": 16,
+                      "num_quantizers": 4, "vector_quantization_hidden_dimension": 16},
+                     lambda: {"latents": torch.randn(1, 64, 8)}),
+    "pocket_tts_audio_tokenizer_encoder": (POCKET_TOKENIZER, lambda: {"input_values": torch.randn(1, 1, 64)}),
+    "pocket_tts_audio_tokenizer_decoder": (POCKET_TOKENIZER, lambda: {"latents": torch.randn(1, 64, 8)}),
+    "pe_audio_encoder": ({"num_key_value_heads": 4, "head_dim": 16,
+                          "dac_config": {"downsampling_ratios": [2, 2], "encoder_hidden_size": 4,
+                                         "codebook_dim": 8, "decoder_hidden_size": 16}},
+                         lambda: {"input_values": torch.randn(1, 1, 60)}),  # the class token and 15 frames
+    "dia_encoder": ({"head_dim": 16, "num_key_value_heads": 4, "vocab_size": 64},
+                    lambda: {"input_ids": torch.arange(16)[None] + 5},
+                    "transformers.models.dia.modeling_dia.DiaEncoder"),
 }  # fmt: skip
 
 
 def speech_plan(model_type):
     """The mask and softmax scale each attention module of the tiny model of `model_type` gives
     the attention function, on the inputs `SPEECH_PLANS` holds (16 positions)."""
-    extra, inputs = SPEECH_PLANS[model_type]
+    extra, inputs, *model_class = SPEECH_PLANS[model_type]  # the class where AutoModel has none
     overrides = {**SPEECH_SIZES, **extra}
     config = AutoConfig.for_model(model_type, **overrides)
     config._attn_implementation = "eager"
     torch.manual_seed(0)
-    model = transformers.AutoModel.from_config(config).double().eval()
+    if model_class:
+        module, name = model_class[0].rsplit(".", 1)
+        model = getattr(importlib.import_module(module), name)(config).double().eval()
+    else:
+        model = transformers.AutoModel.from_config(config).double().eval()
     modules = {importlib.import_module(type(module).__module__) for module in model.modules()}
     originals = [
         (module, name, value)

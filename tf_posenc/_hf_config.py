@@ -1094,14 +1094,19 @@ _ENCODER_PLANS = {
     "ultrabert": (False, "sliding_attention"),
     # Speech and audio models: causal windows keep `0 <= q - k < sliding_window` (transformers'
     # `create_sliding_window_causal_mask`).
+    "dia_encoder": (False, None),
     "esm": (False, None),
     "glmasr_encoder": (False, None),
     "gradium_phonon_tts": (True, None),
     "lasr_encoder": (False, None),
+    "mimi_decoder": (True, "every layer"),
     "mimi_encoder": (True, "every layer"),
     "nemotron3_5_transcribe_asr_audio": (False, None),
     "nemotron3_diarization_audio": (False, None),
+    "pe_audio_encoder": (False, None),
     "pocket_tts": (True, None),
+    "pocket_tts_audio_tokenizer_decoder": (True, "every layer"),
+    "pocket_tts_audio_tokenizer_encoder": (True, "every layer"),
     "voxtral_realtime_encoder": (True, "every layer, if set"),  # causal on every layer without one
 }
 # Encoders and speech models whose per-layer plan needs a mechanism tf_posenc lacks.
@@ -1205,6 +1210,8 @@ def _softmax_scale(config, parameters):
         return 1.0  # Gemma 3n and 4 (and EmbeddingGemma 2) normalise their queries and keys instead
     if model_type == "esm":
         return 1.0  # ESM scales its queries by head_dim ** -0.5 before it rotates them
+    if model_type in ("dia_encoder", "dia_decoder"):
+        return 1.0  # Dia's attention modules set `scaling = 1.0`
     if model_type in _MLA:  # DeepSeek: `yarn_apply_mscale` of the whole query head
         scale = (config["qk_nope_head_dim"] + config["qk_rope_head_dim"]) ** -0.5
         factor, weight = parameters.get("factor"), parameters.get("mscale_all_dim")
