@@ -1157,6 +1157,22 @@ def own_rotary(config, module):
     raise RuntimeError("no rotary class of the module builds from the config or a sub-config")
 
 
+# What a config class needs besides other sizes to validate (sizes tied to the hidden size).
+TIED_SIZES = {"gradium_phonon_tts": {"flow_head_config": {"condition_dim": 64}},
+              "pocket_tts": {"flow_head_config": {"condition_dim": 64}},
+              "dots3_note_audio_encoder": {"adapter_input_size": 64}}  # fmt: skip
+
+
+def derives_head_dim(config):
+    """Whether `config`'s class derives `head_dim` from `hidden_size // num_attention_heads` when
+    a config gives none: then its default is no default (Mimi's, CSM's, Pixtral's, ...)."""
+    try:
+        sized = type(config)(hidden_size=64, num_attention_heads=4, **TIED_SIZES.get(config.model_type, {}))
+        return sized.head_dim == 16 != config.head_dim
+    except Exception:  # EmbeddingGemma 2's head sizes are per layer
+        return False
+
+
 def encoder_entry(model_type, module):
     config = AutoConfig.for_model(model_type)
     key, rotary_config, rope = own_rotary(config, module)
@@ -1176,6 +1192,8 @@ def encoder_entry(model_type, module):
         value = written.get(renamed.get(name, name))
         if value is not None and isinstance(value, (bool, int, float, str, list, dict)):
             entry["defaults"][name] = value
+    if "head_dim" in entry["defaults"] and derives_head_dim(rotary_config):
+        del entry["defaults"]["head_dim"]
     entry["defaults"]["rope_parameters"] = parameters
     nested = [name for name, value in parameters.items() if isinstance(value, dict)]
     kinds = nested or [None]
@@ -1322,6 +1340,8 @@ def vision_entry(model_type, module):
     ):
         if isinstance(written.get(name), int):
             entry["defaults"][name] = written[name]
+    if "head_dim" in entry["defaults"] and derives_head_dim(rotary_config):
+        del entry["defaults"]["head_dim"]
     merge = written.get("spatial_merge_size") or 1
     apply_name, apply = vision_apply(module)
     entry["apply"] = apply_name
@@ -1515,6 +1535,27 @@ SPEECH_PLANS = {
     "dia_encoder": ({"head_dim": 16, "num_key_value_heads": 4, "vocab_size": 64},
                     lambda: {"input_ids": torch.arange(16)[None] + 5},
                     "transformers.models.dia.modeling_dia.DiaEncoder"),
+    "csm_depth_decoder_model": ({"num_key_value_heads": 4, "head_dim": 16, "num_codebooks": 16,
+                                 "vocab_size": 32, "backbone_hidden_size": 64, "max_position_embeddings": 17},
+                                lambda: {"input_ids": torch.arange(16)[None], "use_cache": False,
+                                         "backbone_last_hidden_state": torch.zeros(1, 64)},
+                                "transformers.models.csm.modeling_csm.CsmDepthDecoderModel"),
+    "dots3_note_audio_encoder": ({"adapter_input_size": 64, "adapter_out_dim": 64, "feature_size": 16,
+                                  "downsample_hidden_size": 8},
+                                 lambda: {"input_features": torch.randn(1, 16, 128),
+                                          "chunk_sample_lengths": torch.tensor([128 * 160])},
+                                 "transformers.models.dots3_note.modeling_dots3_note.Dots3NoteAudioModel"),
+    "nemotron3_5_transcribe_word_timestamp": ({"num_key_value_heads": 4, "upsampling_factor": 2,
+                                               "vocab_size": 10, "blank_token_id": 9},
+                                              lambda: {"inputs_embeds": torch.randn(1, 8, 64)}),
+    "qwen3_omni_moe_talker_code_predictor": ({"num_key_value_heads": 4, "head_dim": 16, "vocab_size": 100,
+                                              "num_code_groups": 4},
+                                             lambda: {"inputs_embeds": torch.randn(1, 16, 64),
+                                                      "use_cache": False},
+                                             "transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe."
+                                             "Qwen3OmniMoeTalkerCodePredictorModel"),
+    "blt_patcher": ({"sliding_window": 3}, lambda: {"input_ids": torch.arange(16)[None] + 5},
+                    "transformers.models.blt.modeling_blt.BltPatcher"),
 }  # fmt: skip
 
 

@@ -173,11 +173,31 @@ def test_the_plan_is_the_models_masks_and_scales(model_type):
         assert entry.rope is not None
 
 
+# Codecs whose one config builds two transformers, an encoder and a decoder, with one plan.
+TWO_TRANSFORMERS = {"mimi": ("mimi_encoder", "mimi_decoder"),
+                    "pocket_tts_audio_tokenizer": ("pocket_tts_audio_tokenizer_encoder",
+                                                   "pocket_tts_audio_tokenizer_decoder")}  # fmt: skip
+
+
+@pytest.mark.parametrize("codec", sorted(TWO_TRANSFORMERS))
+def test_a_codecs_plan_is_each_of_its_transformers(codec):
+    for part in TWO_TRANSFORMERS[codec]:
+        printed = PLANS[part]
+        plan = hf_attention_layers({**printed["overrides"], "model_type": codec})
+        positions = np.arange(16)
+        for entry, layer in zip(plan, printed["layers"], strict=True):
+            mask = attention_mask(
+                positions, positions, causal=entry.causal, sliding_window=entry.sliding_window
+            )
+            np.testing.assert_array_equal(np.asarray(mask)[0], np.asarray(layer["mask"], bool))
+            assert entry.scaling == pytest.approx(layer["scaling"], rel=1e-15)
+
+
 def test_every_model_type_read_or_refused_by_the_plan_has_its_plan_printed():
     printed = {
         name for name, plan in {**PRINTED["plans"], **PRINTED["speech_plans"]}.items() if "error" not in plan
     }
-    assert set(_hf_config._ENCODER_PLANS) <= printed
+    assert set(_hf_config._ENCODER_PLANS) - set(TWO_TRANSFORMERS) <= printed
     # Voxtral Realtime's encoder slides on every layer when its config sets a window, and is
     # causal over every earlier position without one.
     voxtral = {"model_type": "voxtral_realtime_encoder", "num_hidden_layers": 2}
@@ -206,6 +226,16 @@ def test_plans_that_need_a_mechanism_are_refused_naming_it(model_type):
     assert _hf_config.ENCODER_PLAN_MECHANISMS[model_type] in message
 
 
+@pytest.mark.parametrize("model_type", ["mimi_encoder", "csm", "pocket_tts", "blt_patcher", "esmc"])
+def test_head_dim_follows_the_sizes_where_the_config_class_derives_it(model_type):
+    # These classes set `head_dim = hidden_size // num_attention_heads` when a config gives none:
+    # their default head size is not a default (it was read as 64 or 128 at any size).
+    sized = {"model_type": model_type, "hidden_size": 96, "num_attention_heads": 4}
+    assert RotaryEmbedding.from_hf_config(sized)(np.ones((1, 2, 1, 24), "float32")).shape == (1, 2, 1, 24)
+    assert _hf_config._head_dim(_hf_config.read(sized), None) == 24
+    assert hf_attention_layers({**sized, "num_hidden_layers": 1})[0].scaling == pytest.approx(24**-0.5)
+
+
 def test_older_config_keys_are_read_as_their_classes_read_them_or_refused():
     # ModernBERT's checkpoints on the Hub: `global_rope_theta`, `local_rope_theta`, `local_attention`
     # and `global_attn_every_n_layers` (its config class converts them; values of ModernBERT-large).
@@ -230,8 +260,8 @@ def test_older_config_keys_are_read_as_their_classes_read_them_or_refused():
 
 
 def test_their_per_layer_plan_and_vision_towers_are_refused_with_what_to_use():
-    with pytest.raises(ValueError, match=r"per-layer plan of model_type='mimi' \(not a decoder\)"):
-        hf_attention_layers({"model_type": "mimi"})
+    with pytest.raises(ValueError, match=r"per-layer plan of model_type='dia_decoder' \(not a decoder\)"):
+        hf_attention_layers({"model_type": "dia_decoder"})
     with pytest.raises(ValueError, match=r"attention module of model_type='modernbert' \(not a decoder\)"):
         GroupQueryAttention.from_hf_config({"model_type": "modernbert"}, 0)
     # NeoMME's layers slide by their per-layer configs, not by its `layer_types`: the printer saw

@@ -1094,23 +1094,31 @@ _ENCODER_PLANS = {
     "ultrabert": (False, "sliding_attention"),
     # Speech and audio models: causal windows keep `0 <= q - k < sliding_window` (transformers'
     # `create_sliding_window_causal_mask`).
+    "blt_patcher": (True, "every layer"),
+    "csm_depth_decoder_model": (True, None),
     "dia_encoder": (False, None),
+    "dots3_note_audio_encoder": (False, None),
     "esm": (False, None),
     "glmasr_encoder": (False, None),
     "gradium_phonon_tts": (True, None),
     "lasr_encoder": (False, None),
+    "mimi": (True, "every layer"),  # each of its two transformers, encoder and decoder
     "mimi_decoder": (True, "every layer"),
     "mimi_encoder": (True, "every layer"),
     "nemotron3_5_transcribe_asr_audio": (False, None),
+    "nemotron3_5_transcribe_word_timestamp": (False, None),
     "nemotron3_diarization_audio": (False, None),
     "pe_audio_encoder": (False, None),
     "pocket_tts": (True, None),
+    "pocket_tts_audio_tokenizer": (True, "every layer"),  # each of its two transformers
     "pocket_tts_audio_tokenizer_decoder": (True, "every layer"),
     "pocket_tts_audio_tokenizer_encoder": (True, "every layer"),
+    "qwen3_omni_moe_talker_code_predictor": (True, None),
     "voxtral_realtime_encoder": (True, "every layer, if set"),  # causal on every layer without one
 }
 # Encoders and speech models whose per-layer plan needs a mechanism tf_posenc lacks.
 _CHUNKED_RUNS = "an encoder run chunk by chunk with left and right context, positions restarting at 0"
+_BY_HEAD = "a rotation of each head by its head's index, not by position (it leaves q . k as it is)"
 _PREFIX = "a bidirectional prefix of `num_patches` image tokens, causal after it"
 ENCODER_PLAN_MECHANISMS = {
     "deepseek_ocr2_encoder": _PREFIX,
@@ -1120,11 +1128,17 @@ ENCODER_PLAN_MECHANISMS = {
     "nemo_speechlm": _CHUNKED_RUNS,
     "nemotron3_5_transcribe_audio": _CHUNKED_RUNS,
     "nemotron3_diarization": _CHUNKED_RUNS,
+    "blt_local_decoder": "self-attention in its encoder's window, between cross-attention to BLT's patches",
+    "blt_local_encoder": "self-attention within a window, between cross-attention to BLT's patches",
+    "muse_glimmer_assistant": "a block of noise queries against the context's keys, windowed by its cache",
+    "neucodec": _BY_HEAD,
     "qwen2_5_omni_dit": "block masks that look a number of blocks back and ahead, per layer",
     "qwen2_5_omni_token2wav": "block masks that look a number of blocks back and ahead, per layer",
     "t5gemma2_encoder": "an asymmetric sliding window, `-(W // 2) <= q - k <= (W + 1) // 2 - 1`",
     "t5gemma2_text": "an asymmetric sliding window, `-(W // 2) <= q - k <= (W + 1) // 2 - 1`",
+    "t5_gemma_module": "one config for T5Gemma's encoder (bidirectional) and decoder (causal)",
     "timesfm2_5": "a learned per-dimension query scale (its attention is given `scaling=1`)",
+    "xcodec2": _BY_HEAD,
 }
 
 
@@ -1140,6 +1154,11 @@ def _encoder_layers(config):
         window = _one(
             "sliding_window",
             {"local_attention // 2": config["local_attention"] // 2, "sliding_window": window},
+        )
+    if sliding is None and "sliding_attention" in types:
+        raise ValueError(
+            f"The layers of model_type={config['model_type']!r} do not slide in transformers 5.25 (or "
+            f"fail to). Received: `layer_types` with 'sliding_attention': {types}"
         )
     for kind in types:
         slides = sliding == "every layer" or kind == sliding

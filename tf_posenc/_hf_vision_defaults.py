@@ -123,7 +123,6 @@ DEFAULTS = {
     "pixtral": {
         "hidden_size": 1024,
         "num_attention_heads": 16,
-        "head_dim": 64,
         "rope_parameters": {"rope_theta": 10000.0, "rope_type": "axial"},
     },
     "qwen2_5_omni_vision_encoder": {
