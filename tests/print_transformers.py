@@ -442,6 +442,10 @@ def defaults():
         rope = getattr(text, "rope_parameters", None) or getattr(text, "rope_scaling", None)
         if rope is None and text_type in ("gptj", "codegen"):
             rope = {"rope_type": "default", "rope_theta": 10000.0}  # hard-coded in their code
+        # hidden_size // num_attention_heads at the config's own sizes, unless the parent model's
+        # config gives its text config a head size (Voxtral Realtime's 128)
+        if "head_dim" in values and derives_head_dim(text) and text_type not in PARENT_GIVES_HEAD_DIM:
+            del values["head_dim"]
         values["rope_parameters"] = rope
         if (
             isinstance(rope, dict)
@@ -1160,7 +1164,11 @@ def own_rotary(config, module):
 # What a config class needs besides other sizes to validate (sizes tied to the hidden size).
 TIED_SIZES = {"gradium_phonon_tts": {"flow_head_config": {"condition_dim": 64}},
               "pocket_tts": {"flow_head_config": {"condition_dim": 64}},
-              "dots3_note_audio_encoder": {"adapter_input_size": 64}}  # fmt: skip
+              "dots3_note_audio_encoder": {"adapter_input_size": 64},
+              "dots3_note_text": {"num_key_value_heads": 4}}  # fmt: skip
+
+
+PARENT_GIVES_HEAD_DIM = {"voxtral_realtime_text"}
 
 
 def derives_head_dim(config):

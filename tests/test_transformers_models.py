@@ -379,3 +379,17 @@ def test_group_query_attention_refuses_layers_it_is_not():
     assert GroupQueryAttention.from_hf_config(qwen3_next, 3).rope.partial_rotary_factor == 0.25
     with pytest.raises(ValueError, match="latent attention"):
         GroupQueryAttention.from_hf_config({"model_type": "deepseek_v3", "num_hidden_layers": 2}, 0)
+
+
+# Their config classes set `head_dim = hidden_size // num_attention_heads` when a config gives
+# none (transformers 5.25): the class default's 64 or 128 is not a default.
+@pytest.mark.parametrize(
+    "model_type", ["falcon", "moshi", "nemotron", "arcee", "diffllama", "recurrent_gemma"]
+)
+def test_a_derived_head_dim_follows_the_configs_sizes(model_type):
+    sized = {"model_type": model_type, "hidden_size": 96, "num_attention_heads": 4, "num_key_value_heads": 4}
+    assert _hf_config._head_dim(_hf_config.read(sized), None) == 24
+    attending = [
+        entry for entry in hf_attention_layers({**sized, "num_hidden_layers": 3}) if entry.self_attention
+    ]
+    assert attending[0].scaling == pytest.approx(24**-0.5)
