@@ -69,6 +69,8 @@ qwen3 = {"model_type": "qwen3", "hidden_size": 32, "num_attention_heads": 4, "nu
 hidden = np.zeros((1, 4, 32), "float32")
 tf_posenc.GroupQueryAttention.from_hf_config(qwen3, 0)(hidden, hidden)
 tf_posenc.InklingRelativeBias.from_hf_config({"model_type": "inkling2_text"}, 0)
+tf_posenc.hf_position_ids({"model_type": "roberta", "pad_token_id": 1}, np.array([[0, 5, 1]]))
+tf_posenc.deberta_relative_positions(3, 4, 256, 512)
 tensorflow_imported = ["tensorflow" in sys.modules]
 """
 

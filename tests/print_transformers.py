@@ -18,6 +18,7 @@ the test environment), from the repository's root:
     python tests/print_transformers.py vision      # writes tests/transformers_vision_5_25.json
     python tests/print_transformers.py speech_plans  # adds the speech models' masks and scales
     python tests/print_transformers.py deberta     # writes tests/transformers_deberta_5_25.json
+    python tests/print_transformers.py position_ids  # writes tests/transformers_position_ids_5_25.json
     python tests/print_transformers.py module_defaults  # writes tf_posenc/_hf_module_defaults.py
                                                         # (then `ruff format` it)
 
@@ -1634,6 +1635,133 @@ def speech_plans():
     ENCODERS.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
 
 
+POSITION_IDS = pathlib.Path(__file__).parent / "transformers_position_ids_5_25.json"
+# Model types with a learned table of token positions whose rows `position_ids` records, each
+# with what its tiny model needs besides `POSITION_SIZES` (and "cache" where a decoder of it
+# takes a cache: its second step is recorded too).
+POSITION_TYPES = {
+    **dict.fromkeys(["albert", "convbert", "distilbert", "fnet", "layoutlm", "mobilebert", "splinter",
+                     "squeezebert", "mra", "nystromformer", "yoso", "ernie", "megatron-bert", "rembert",
+                     "roc_bert", "electra", "xlm", "flaubert", "roberta-prelayernorm", "camembert",
+                     "xlm-roberta", "xlm-roberta-xl", "data2vec-text", "mpnet", "markuplm",
+                     "gpt_bigcode", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small"], {}),
+    "bert": {"cache": {"is_decoder": True}},
+    "roberta": {"cache": {"is_decoder": True}},
+    "gpt2": {"cache": {}},
+    "opt": {"cache": {}},
+    "bart": {"cache": {}},
+    "biogpt": {"cache": {}},
+    "big_bird": {"attention_type": "original_full"},
+    "lilt": {"hidden_size": 48},
+    "esm": {"vocab_size": 100, "position_embedding_type": "absolute", "mask_token_id": 3, "pad_token_id": 1,
+            "emb_layer_norm_before": False, "token_dropout": False},
+    "bigbird_pegasus": {"attention_type": "original_full"},
+}  # fmt: skip
+# One of each size under each of its names, small.
+POSITION_SIZES = {
+    **dict.fromkeys(["hidden_size", "d_model", "n_embd", "dim", "emb_dim", "embedding_size"], 32),
+    **dict.fromkeys(["num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers",
+                     "decoder_layers"], 1),
+    **dict.fromkeys(["num_attention_heads", "n_head", "n_heads", "encoder_attention_heads",
+                     "decoder_attention_heads"], 2),
+    **dict.fromkeys(["intermediate_size", "encoder_ffn_dim", "decoder_ffn_dim", "ffn_dim", "hidden_dim",
+                     "n_inner"], 64),
+    **dict.fromkeys(["max_position_embeddings", "n_positions"], 64),
+    "vocab_size": 100,
+}  # fmt: skip
+POSITION_TABLE = re.compile(r"(^|\.)(position_embeddings|embed_positions|wpe)$")
+
+
+def position_ids(model_type):
+    """The rows of its position table each token reads, in a tiny model of `model_type`: on a
+    batch of two rows of six tokens, the first right-padded and the second left-padded (two pad
+    tokens each, the attention mask zero there), and for a decoder that caches, on the last three
+    after the first three were cached."""
+    extra = {key: value for key, value in POSITION_TYPES[model_type].items() if key != "cache"}
+    defaults = AutoConfig.for_model(model_type)
+    written = defaults.to_dict()
+    sizes = {key: value for key, value in POSITION_SIZES.items() if isinstance(written.get(key), int)}
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+        if isinstance(written.get(key), int) and written[key] >= 100:  # inside the tiny vocabulary
+            sizes[key] = {"pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2}.get(key, 3)
+    pad = extra.get("pad_token_id", sizes.get("pad_token_id", written.get("pad_token_id")))
+    pad = 0 if pad is None else pad
+    ids = torch.tensor([[10, 11, 12, 13, pad, pad], [pad, pad, 10, 11, 12, 13]])
+    mask = (ids != pad).long()
+    printed = {"pad_token_id": written.get("pad_token_id"),
+               "max_position_embeddings": written.get("max_position_embeddings", written.get("n_positions")),
+               "input_ids": ids.tolist(), "attention_mask": mask.tolist()}  # fmt: skip
+    for run, cache in (("padded", None), ("cache", POSITION_TYPES[model_type].get("cache"))):
+        if run == "cache" and cache is None:
+            continue
+        config = AutoConfig.for_model(model_type, **{**sizes, **extra, **(cache or {})})
+        torch.manual_seed(0)
+        model = transformers.AutoModel.from_config(config).eval()
+        tables = {id(module.weight): name for name, module in model.named_modules()
+                  if POSITION_TABLE.search(name) and isinstance(module, torch.nn.Embedding)}  # fmt: skip
+        read = {}
+        embedding = torch.nn.functional.embedding
+
+        def recording(indices, weight, *args, tables=tables, read=read, embedding=embedding, **kwargs):
+            if id(weight) in tables:
+                read.setdefault(tables[id(weight)], []).append(indices.tolist())
+            return embedding(indices, weight, *args, **kwargs)
+
+        decoder = {"decoder_input_ids": ids} if config.is_encoder_decoder else {}
+        torch.nn.functional.embedding = recording
+        try:
+            with torch.no_grad():
+                if run == "padded":
+                    model(input_ids=ids, attention_mask=mask, **decoder)
+                elif config.is_encoder_decoder:  # the decoder's three tokens, then its next three
+                    first = model(
+                        input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :3], use_cache=True
+                    )
+                    read.clear()
+                    model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, 3:],
+                          past_key_values=first.past_key_values, use_cache=True)  # fmt: skip
+                else:
+                    first = model(input_ids=ids[:, :3], attention_mask=mask[:, :3], use_cache=True)
+                    read.clear()
+                    model(
+                        input_ids=ids[:, 3:],
+                        attention_mask=mask,
+                        past_key_values=first.past_key_values,
+                        use_cache=True,
+                    )
+        finally:
+            torch.nn.functional.embedding = embedding
+        if not read:
+            raise RuntimeError("no position table was read")
+        printed[run] = {name: calls[-1] for name, calls in read.items()}
+    return printed
+
+
+def position_ids_all():
+    """Writes tests/transformers_position_ids_5_25.json from `position_ids` of every type."""
+    printed = entries(
+        [(model_type, None) for model_type in sorted(POSITION_TYPES)], lambda t, _: position_ids(t)
+    )
+    source = (
+        f"transformers {transformers.__version__}, torch {torch.__version__}: tests/print_transformers.py"
+    )
+    POSITION_IDS.write_text(json.dumps({"source": source, "types": printed}, separators=(",", ":")) + "\n")
+    lines = [
+        f'"""Generated by `tests/print_transformers.py position_ids` from {source.split(",")[0]}: each model',
+        "type's config class defaults of the keys `hf_position_ids` reads (`pad_token_id`, and the table's",
+        '`max_position_embeddings`, GPT-2\'s `n_positions`). Internal."""',
+        "",
+        "DEFAULTS = {",
+        *(f"    {t!r}: {{'pad_token_id': {e['pad_token_id']!r}, "
+          f"'max_position_embeddings': {e['max_position_embeddings']!r}}},"
+          for t, e in printed.items() if "error" not in e),
+        "}",
+    ]  # fmt: skip
+    (pathlib.Path(__file__).parent.parent / "tf_posenc" / "_hf_position_defaults.py").write_text(
+        "\n".join(lines) + "\n"
+    )
+
+
 DEBERTA = pathlib.Path(__file__).parent / "transformers_deberta_5_25.json"
 # (bucket_size, max_position): DeBERTa-v3's and SEW-D's (256, 512), and pairs at which a float64
 # restatement of the log buckets differs from transformers' float32 at some offset.
@@ -1696,5 +1824,6 @@ if __name__ == "__main__":
             "encoder_plans": encoder_plans,
             "deberta": deberta,
             "speech_plans": speech_plans,
+            "position_ids": position_ids_all,
         }
         verbs[sys.argv[1]]()

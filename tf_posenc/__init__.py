@@ -77,6 +77,7 @@ from tf_posenc.plotting import (
     plot_similarity,
     plot_video_encoding,
 )
+from tf_posenc.position_ids import hf_position_ids
 
 __all__ = [
     "__version__",
@@ -105,6 +106,7 @@ __all__ = [
     "get_angles",
     "grid_positions",
     "hf_attention_layers",
+    "hf_position_ids",
     "interpolate_position_embeddings",
     "load_hf_attention_weights",
     "mrope_positions",

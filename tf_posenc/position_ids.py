@@ -1,0 +1,155 @@
+"""The rows of a learned position table that each token of a Hugging Face model reads, as
+transformers 5.25 computes them for that model type: offsets, padding rows and caches included."""
+
+import keras
+from keras import ops
+
+from tf_posenc import _hf_config, _hf_position_defaults, _positions, _validation
+
+# How each model type picks a token's row (transformers 5.25's code), and the rows its table
+# has beyond `max_position_embeddings`:
+# - "arange": position `past_length + i` (BERT's `position_ids` buffer sliced at the cache's length,
+#   GPT-2's `arange + past_seen_tokens`, Blenderbot's and BigBird-Pegasus' learned tables);
+# - "arange, no cache": `i`, in encoders that take no cache;
+# - "arange + 2": `past_length + i + 2` (BART's `offset = 2`; MRA's, Nystromformer's and YOSO's
+#   buffers hold `arange + 2`);
+# - "padding": RoBERTa's `create_position_ids_from_input_ids`, `(cumsum(ids != pad) + past_length)
+#   * (ids != pad) + pad`: real tokens count from `pad + 1`, padding reads row `pad`;
+# - "attention mask": OPT's, `(cumsum(mask) * mask - 1)[:, past_length:] + 2`.
+_RULES = {
+    **dict.fromkeys(
+        ["bert", "big_bird", "electra", "ernie", "megatron-bert", "rembert", "roc_bert", "xlm", "flaubert",
+         "gpt2", "gpt_bigcode", "blenderbot", "blenderbot-small", "bigbird_pegasus"],
+        "arange",
+    ),
+    **dict.fromkeys(
+        ["albert", "convbert", "distilbert", "fnet", "layoutlm", "mobilebert", "splinter", "squeezebert"],
+        "arange, no cache",
+    ),
+    **dict.fromkeys(["bart", "mbart", "plbart", "mvp", "biogpt"], "arange + 2"),
+    **dict.fromkeys(["mra", "nystromformer", "yoso"], "arange + 2, no cache"),
+    **dict.fromkeys(
+        ["roberta", "roberta-prelayernorm", "camembert", "xlm-roberta", "xlm-roberta-xl", "data2vec-text"],
+        "padding",
+    ),
+    **dict.fromkeys(["mpnet", "lilt", "markuplm", "esm"], "padding, no cache"),
+    "opt": "attention mask",
+}  # fmt: skip
+_EXTRA_ROWS = {"arange + 2": 2, "arange + 2, no cache": 2, "attention mask": 2}
+MODEL_TYPES = tuple(sorted(_RULES))
+
+
+def hf_position_ids(config, input_ids=None, attention_mask=None, past_length=0):
+    """The row of its learned position table that each token reads, as transformers 5.25
+    computes it for the config's model type.
+
+    With the checkpoint's table in a `keras.layers.Embedding`, `embedding(hf_position_ids(...))`
+    is the model's position embedding. The rule depends on the model type:
+
+    * BERT, GPT-2, ELECTRA, XLM, Blenderbot and the like: `past_length + i` (encoders that take
+      no cache, such as ALBERT and DistilBERT: `i`);
+    * BART, mBART, PLBart, MVP and BioGPT: `past_length + i + 2`; MRA, Nystromformer and YOSO:
+      `i + 2`;
+    * RoBERTa, XLM-R, CamemBERT, Data2VecText (and, without a cache, MPNet, LiLT, MarkupLM and
+      ESM): real tokens count from `pad_token_id + 1` in `input_ids`, padding reads row
+      `pad_token_id`, and `past_length` is added to the count;
+    * OPT: `attention_mask` counts the real tokens from row 2 (padding reads row 1), over the
+      cached tokens and the new ones.
+
+    The attention mask decides the rows of OPT only, as in transformers: the others' rows do not
+    depend on it. Tables of another kind (TAPAS's, Grounding DINO's, sinusoids, patch grids) are
+    refused.
+
+    Args:
+        config: A transformers config, its dict, a `config.json` path or a checkpoint folder.
+        input_ids: Integers `(batch, seq_len)`: the tokens of this call (after `past_length`
+            cached ones). Needed by the RoBERTa family, which finds padding in them.
+        attention_mask: Integers or booleans `(batch, past_length + seq_len)`, 1 on real tokens:
+            needed by OPT (all ones when `None`); gives the length when `input_ids` is `None`.
+        past_length: Non-negative integer: tokens already cached. Defaults to `0`.
+
+    Returns:
+        An int32 tensor `(batch, seq_len)` of rows.
+
+    Example:
+
+        >>> ids = [[0, 31414, 232, 2, 1, 1], [1, 1, 0, 31414, 232, 2]]  # right and left padding
+        >>> hf_position_ids({"model_type": "roberta", "pad_token_id": 1}, ids).numpy().tolist()
+        [[2, 3, 4, 5, 1, 1], [1, 1, 2, 3, 4, 5]]
+        >>> hf_position_ids({"model_type": "bart"}, [[0, 100, 2]], past_length=4).numpy().tolist()
+        [[6, 7, 8]]
+    """
+    whole = _hf_config._as_dict(config)
+    model_type = whole.get("model_type")
+    if model_type not in _RULES:
+        raise ValueError(
+            "`config` must be of a model type with a learned table of token positions whose rows "
+            f"tf_posenc reads: one of {list(MODEL_TYPES)}. Received: model_type={model_type!r}"
+        )
+    rule = _RULES[model_type]
+    defaults = _hf_position_defaults.DEFAULTS[model_type]
+    past_length = _validation.non_negative_int("past_length", past_length)
+    if past_length and rule.endswith("no cache"):
+        raise ValueError(
+            f"A {model_type!r} model takes no cache, so its rows do not follow cached tokens. "
+            f"Received: past_length={past_length}"
+        )
+    ids = None if input_ids is None else ops.cast(ops.convert_to_tensor(input_ids), "int32")
+    mask = None if attention_mask is None else ops.cast(ops.convert_to_tensor(attention_mask), "int32")
+    for name, value in (("input_ids", ids), ("attention_mask", mask)):
+        if value is not None and len(value.shape) != 2:
+            raise ValueError(
+                f"`{name}` must be 2-D, (batch, length). Received: {name} of shape {tuple(value.shape)}"
+            )
+    if ids is None and mask is None:
+        raise ValueError("`input_ids` or `attention_mask` must be given. Received: neither")
+    batch = (ids if ids is not None else mask).shape[0]
+    length = ids.shape[1] if ids is not None else mask.shape[1] - past_length
+    if ids is not None and mask is not None and mask.shape[1] != past_length + ids.shape[1]:
+        raise ValueError(
+            "`attention_mask` must cover the cached tokens and the new ones, past_length + seq_len = "
+            f"{past_length + ids.shape[1]}. Received: attention_mask of shape {tuple(mask.shape)}"
+        )
+    if rule.startswith("arange"):
+        offset = 2 if rule.startswith("arange + 2") else 0
+        rows = ops.broadcast_to(
+            ops.arange(length, dtype="int32")[None] + (past_length + offset), (batch, length)
+        )
+    elif rule.startswith("padding"):
+        pad = _pad_token_id(whole, defaults, model_type)
+        if ids is None:  # transformers' `create_position_ids_from_inputs_embeds`
+            rows = ops.broadcast_to(ops.arange(length, dtype="int32")[None] + (pad + 1), (batch, length))
+        else:
+            real = ops.cast(ops.not_equal(ids, pad), "int32")
+            rows = (ops.cumsum(real, axis=1) + past_length) * real + pad
+    else:  # OPT
+        if mask is None:
+            mask = ops.ones((batch, past_length + length), "int32")
+        counted = ops.cumsum(mask, axis=1) * mask - 1
+        rows = counted[:, past_length:] + 2
+    _check_table(rows, whole, defaults, model_type, _EXTRA_ROWS.get(rule, 0))
+    return rows
+
+
+def _pad_token_id(whole, defaults, model_type):
+    pad = whole.get("pad_token_id", defaults["pad_token_id"])
+    if not isinstance(pad, int) or isinstance(pad, bool) or pad < 0:
+        raise ValueError(
+            f"A {model_type!r} model finds padding by `pad_token_id`, its padding row: the config "
+            f"must give it. Received: pad_token_id={pad!r}"
+        )
+    return pad
+
+
+def _check_table(rows, whole, defaults, model_type, extra_rows):
+    size = whole.get("max_position_embeddings", whole.get("n_positions", defaults["max_position_embeddings"]))
+    # Checked where the rows are known; in a traced graph the table's own lookup is the check.
+    known = None if keras.backend.is_keras_tensor(rows) else _positions._known_value(rows)
+    if size is None or known is None or not known.size:
+        return
+    largest = int(known.max())
+    if largest >= size + extra_rows:
+        raise ValueError(
+            f"The tokens read row {largest} of a {model_type!r} position table of {size + extra_rows} rows "
+            f"(max_position_embeddings={size}). Received: a longer input or past_length"
+        )
