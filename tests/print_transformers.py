@@ -1656,6 +1656,17 @@ POSITION_TYPES = {
     "esm": {"vocab_size": 100, "position_embedding_type": "absolute", "mask_token_id": 3, "pad_token_id": 1,
             "emb_layer_norm_before": False, "token_dropout": False},
     "bigbird_pegasus": {"attention_type": "original_full"},
+    **dict.fromkeys(["bert-generation", "gpt-sw3", "openai-gpt", "visual_bert", "luke"], {}),
+    # Text towers, by their model classes (AutoModel builds none from their configs).
+    **{f"{name}_text_model": {"class": f"{prefix}TextModel"} for name, prefix in (
+        ("clip", "CLIP"), ("siglip", "Siglip"), ("siglip2", "Siglip2"), ("owlvit", "OwlViT"),
+        ("owlv2", "Owlv2"), ("groupvit", "GroupViT"), ("clipseg", "CLIPSeg"), ("aimv2", "Aimv2"),
+        ("metaclip_2", "MetaClip2"), ("altclip", "AltCLIP"), ("chinese_clip", "ChineseCLIP"),
+        ("align", "Align"), ("clap", "Clap"), ("flava", "Flava"), ("blip", "Blip"))},
+    "gpt_neo": {"attention_types": [[["global"], 1]], "attention_layers": ["global"], "num_layers": 1},
+    "deberta": {"position_biased_input": True},
+    "deberta-v2": {"position_biased_input": True},
+    "layoutlmv3": {"coordinate_size": 6, "shape_size": 4},
 }  # fmt: skip
 # One of each size under each of its names, small.
 POSITION_SIZES = {
@@ -1669,7 +1680,7 @@ POSITION_SIZES = {
     **dict.fromkeys(["max_position_embeddings", "n_positions"], 64),
     "vocab_size": 100,
 }  # fmt: skip
-POSITION_TABLE = re.compile(r"(^|\.)(position_embeddings|embed_positions|wpe)$")
+POSITION_TABLE = re.compile(r"(^|\.)(position_embeddings?|embed_positions|wpe|positions_embed)$")
 
 
 def position_ids(model_type):
@@ -1677,7 +1688,8 @@ def position_ids(model_type):
     batch of two rows of six tokens, the first right-padded and the second left-padded (two pad
     tokens each, the attention mask zero there), and for a decoder that caches, on the last three
     after the first three were cached."""
-    extra = {key: value for key, value in POSITION_TYPES[model_type].items() if key != "cache"}
+    extra = {key: value for key, value in POSITION_TYPES[model_type].items() if key not in ("cache", "class")}
+    model_class = POSITION_TYPES[model_type].get("class")
     defaults = AutoConfig.for_model(model_type)
     written = defaults.to_dict()
     sizes = {key: value for key, value in POSITION_SIZES.items() if isinstance(written.get(key), int)}
@@ -1696,7 +1708,10 @@ def position_ids(model_type):
             continue
         config = AutoConfig.for_model(model_type, **{**sizes, **extra, **(cache or {})})
         torch.manual_seed(0)
-        model = transformers.AutoModel.from_config(config).eval()
+        if model_class:
+            model = getattr(transformers, model_class)(config).eval()
+        else:
+            model = transformers.AutoModel.from_config(config).eval()
         tables = {id(module.weight): name for name, module in model.named_modules()
                   if POSITION_TABLE.search(name) and isinstance(module, torch.nn.Embedding)}  # fmt: skip
         read = {}

@@ -31,7 +31,7 @@ def rows(*args, **kwargs):
 
 
 def test_every_model_type_read_was_printed_and_every_printed_type_is_read():
-    assert set(TYPES) == set(module.MODEL_TYPES)
+    assert set(TYPES) == set(module._RULES)
     assert not [model_type for model_type, printed in TYPES.items() if "error" in printed]
 
 
@@ -114,10 +114,26 @@ def test_an_embedding_of_the_rows_is_the_models_position_embedding_in_a_keras_mo
     )
 
 
+def test_dual_encoders_read_their_text_towers_rule():
+    ids = [[49406, 320, 49407, 1, 1]]
+    assert rows({"model_type": "clip"}, ids).tolist() == [[0, 1, 2, 3, 4]]
+    clap = {"model_type": "clap", "text_config": {"pad_token_id": 1}}  # RoBERTa's rule
+    assert rows(clap, [[0, 713, 2, 1, 1]]).tolist() == [[2, 3, 4, 1, 1]]
+    np.testing.assert_array_equal(
+        rows(clap, [[0, 713, 2, 1]]), rows({"model_type": "clap_text_model"}, [[0, 713, 2, 1]])
+    )
+
+
 @pytest.mark.parametrize(
     "config, arguments, message",
     [
         ({"model_type": "tapas"}, {"input_ids": [[1]]}, "Received: model_type='tapas'"),
+        (
+            {"model_type": "deberta-v2", "position_biased_input": False},
+            {"input_ids": [[1]]},
+            "no learned table",
+        ),
+        ({"model_type": "esm", "position_embedding_type": "rotary"}, {"input_ids": [[1]]}, "it rotates"),
         ({"model_type": "distilbert"}, {"input_ids": [[1]], "past_length": 2}, "takes no cache"),
         ({"model_type": "esm"}, {"input_ids": [[1]]}, "Received: pad_token_id=None"),
         (
@@ -141,6 +157,8 @@ def test_an_embedding_of_the_rows_is_the_models_position_embedding_in_a_keras_mo
     ],
     ids=[
         "tapas",
+        "deberta_v3",
+        "esm_rotary",
         "no_cache",
         "no_pad",
         "bert_table",

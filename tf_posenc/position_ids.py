@@ -18,12 +18,17 @@ from tf_posenc import _hf_config, _hf_position_defaults, _positions, _validation
 # - "attention mask": OPT's, `(cumsum(mask) * mask - 1)[:, past_length:] + 2`.
 _RULES = {
     **dict.fromkeys(
-        ["bert", "big_bird", "electra", "ernie", "megatron-bert", "rembert", "roc_bert", "xlm", "flaubert",
-         "gpt2", "gpt_bigcode", "blenderbot", "blenderbot-small", "bigbird_pegasus"],
+        ["bert", "bert-generation", "big_bird", "electra", "ernie", "megatron-bert", "rembert", "roc_bert",
+         "xlm", "flaubert", "gpt2", "gpt-sw3", "gpt_neo", "gpt_bigcode", "blenderbot", "blenderbot-small",
+         "bigbird_pegasus"],
         "arange",
     ),
     **dict.fromkeys(
-        ["albert", "convbert", "distilbert", "fnet", "layoutlm", "mobilebert", "splinter", "squeezebert"],
+        ["albert", "convbert", "distilbert", "fnet", "layoutlm", "mobilebert", "splinter", "squeezebert",
+         "openai-gpt", "visual_bert", "deberta", "deberta-v2", "clip_text_model", "siglip_text_model",
+         "siglip2_text_model", "owlvit_text_model", "owlv2_text_model", "groupvit_text_model",
+         "clipseg_text_model", "aimv2_text_model", "metaclip_2_text_model", "chinese_clip_text_model",
+         "align_text_model", "flava_text_model", "blip_text_model"],
         "arange, no cache",
     ),
     **dict.fromkeys(["bart", "mbart", "plbart", "mvp", "biogpt"], "arange + 2"),
@@ -32,11 +37,26 @@ _RULES = {
         ["roberta", "roberta-prelayernorm", "camembert", "xlm-roberta", "xlm-roberta-xl", "data2vec-text"],
         "padding",
     ),
-    **dict.fromkeys(["mpnet", "lilt", "markuplm", "esm"], "padding, no cache"),
+    **dict.fromkeys(
+        ["mpnet", "lilt", "markuplm", "esm", "luke", "layoutlmv3", "altclip_text_model", "clap_text_model"],
+        "padding, no cache",
+    ),
     "opt": "attention mask",
 }  # fmt: skip
 _EXTRA_ROWS = {"arange + 2": 2, "arange + 2, no cache": 2, "attention mask": 2}
-MODEL_TYPES = tuple(sorted(_RULES))
+# Dual encoders whose text tower holds the table: their configs' `text_config`.
+_TEXT_TOWERS = {
+    name: f"{name}_text_model"
+    for name in ("clip", "siglip", "siglip2", "owlvit", "owlv2", "groupvit", "clipseg", "aimv2", "metaclip_2",
+                 "altclip", "chinese_clip", "align", "clap", "flava", "blip")
+}  # fmt: skip
+# Settings under which a model type has no learned table of positions.
+_NO_TABLE = {
+    "deberta": ("position_biased_input", False, "its relative positions: `deberta_relative_positions`"),
+    "deberta-v2": ("position_biased_input", False, "its relative positions: `deberta_relative_positions`"),
+    "esm": ("position_embedding_type", "rotary", "it rotates: `RotaryEmbedding.from_hf_config`"),
+}
+MODEL_TYPES = tuple(sorted({*_RULES, *_TEXT_TOWERS}))
 
 
 def hf_position_ids(config, input_ids=None, attention_mask=None, past_length=0):
@@ -54,7 +74,10 @@ def hf_position_ids(config, input_ids=None, attention_mask=None, past_length=0):
       ESM): real tokens count from `pad_token_id + 1` in `input_ids`, padding reads row
       `pad_token_id`, and `past_length` is added to the count;
     * OPT: `attention_mask` counts the real tokens from row 2 (padding reads row 1), over the
-      cached tokens and the new ones.
+      cached tokens and the new ones;
+    * the text towers of CLIP, SigLIP, OWL-ViT, AltCLIP, CLAP, BLIP and the other dual encoders
+      (given the whole config or its `text_config`): `i`, or RoBERTa's rule for AltCLIP's and
+      CLAP's.
 
     The attention mask decides the rows of OPT only, as in transformers: the others' rows do not
     depend on it. Tables of another kind (TAPAS's, Grounding DINO's, sinusoids, patch grids) are
@@ -81,6 +104,19 @@ def hf_position_ids(config, input_ids=None, attention_mask=None, past_length=0):
     """
     whole = _hf_config._as_dict(config)
     model_type = whole.get("model_type")
+    if model_type in _TEXT_TOWERS:  # CLIP's and the other dual encoders' text tower
+        whole = {
+            **_hf_config._as_dict(whole.get("text_config") or {}),
+            "model_type": _TEXT_TOWERS[model_type],
+        }
+        model_type = whole["model_type"]
+    if model_type in _NO_TABLE:
+        key, value, instead = _NO_TABLE[model_type]
+        if whole.get(key, "absent") == value:
+            raise ValueError(
+                f"A {model_type!r} model with `{key}={value!r}` adds no learned table of positions "
+                f"({instead}). Received: {key}={value!r}"
+            )
     if model_type not in _RULES:
         raise ValueError(
             "`config` must be of a model type with a learned table of token positions whose rows "
