@@ -112,6 +112,13 @@ def test_an_embedding_of_the_rows_is_the_models_position_embedding_in_a_keras_mo
     np.testing.assert_array_equal(
         keras.ops.convert_to_numpy(embedding(hf_position_ids(config, ids))), expected
     )
+    # Rows that count positions, in a model whose inputs' length is known only when it runs,
+    # compiled too.
+    bert = keras.Model(tokens, hf_position_ids({"model_type": "bert"}, tokens, past_length=3))
+    bert.compile(jit_compile=True)
+    assert bert.predict(ids[:, :4], verbose=0).tolist() == [[3, 4, 5, 6]] * 2
+    opt = keras.Model(tokens, hf_position_ids({"model_type": "opt"}, attention_mask=tokens))
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(opt(np.array([[0, 1, 1]]))), [[1, 2, 3]])
 
 
 def test_dual_encoders_read_their_text_towers_rule():

@@ -139,28 +139,28 @@ def hf_position_ids(config, input_ids=None, attention_mask=None, past_length=0):
             )
     if ids is None and mask is None:
         raise ValueError("`input_ids` or `attention_mask` must be given. Received: neither")
-    batch = (ids if ids is not None else mask).shape[0]
-    length = ids.shape[1] if ids is not None else mask.shape[1] - past_length
-    if ids is not None and mask is not None and mask.shape[1] != past_length + ids.shape[1]:
+    known = ids is not None and mask is not None and None not in (ids.shape[1], mask.shape[1])
+    if known and mask.shape[1] != past_length + ids.shape[1]:
         raise ValueError(
             "`attention_mask` must cover the cached tokens and the new ones, past_length + seq_len = "
             f"{past_length + ids.shape[1]}. Received: attention_mask of shape {tuple(mask.shape)}"
         )
+    # 1, 2, ..., seq_len in every row, from the tensors themselves: their lengths may be known
+    # only when the graph runs (a Keras input of any length).
+    tokens = ids if ids is not None else mask[:, past_length:]
+    counting = ops.cumsum(ops.ones_like(tokens, dtype="int32"), axis=1)
     if rule.startswith("arange"):
-        offset = 2 if rule.startswith("arange + 2") else 0
-        rows = ops.broadcast_to(
-            ops.arange(length, dtype="int32")[None] + (past_length + offset), (batch, length)
-        )
+        rows = counting + (past_length - 1 + (2 if rule.startswith("arange + 2") else 0))
     elif rule.startswith("padding"):
         pad = _pad_token_id(whole, defaults, model_type)
         if ids is None:  # transformers' `create_position_ids_from_inputs_embeds`
-            rows = ops.broadcast_to(ops.arange(length, dtype="int32")[None] + (pad + 1), (batch, length))
+            rows = counting + pad
         else:
             real = ops.cast(ops.not_equal(ids, pad), "int32")
             rows = (ops.cumsum(real, axis=1) + past_length) * real + pad
     else:  # OPT
         if mask is None:
-            mask = ops.ones((batch, past_length + length), "int32")
+            mask = ops.ones_like(ops.pad(ids, [[0, 0], [past_length, 0]]), dtype="int32")
         counted = ops.cumsum(mask, axis=1) * mask - 1
         rows = counted[:, past_length:] + 2
     _check_table(rows, whole, defaults, model_type, _EXTRA_ROWS.get(rule, 0))
