@@ -1667,6 +1667,9 @@ POSITION_TYPES = {
     "deberta": {"position_biased_input": True},
     "deberta-v2": {"position_biased_input": True},
     "layoutlmv3": {"coordinate_size": 6, "shape_size": 4},
+    # They pad their inputs to a multiple of `attention_window` (8 positions here) with pad tokens.
+    "longformer": {"attention_window": 4},
+    "led": {"attention_window": 4},
 }  # fmt: skip
 # One of each size under each of its names, small.
 POSITION_SIZES = {

@@ -43,6 +43,9 @@ def test_the_rows_are_the_ones_the_model_reads_in_a_padded_batch(model_type):
     ours = rows(config_of(model_type), printed["input_ids"], printed["attention_mask"])
     assert ours.shape == (2, 6) and ours.dtype == np.int32
     for table, read in printed["padded"].items():
+        # Longformer and LED pad their inputs to a multiple of their window (8 positions): the
+        # rows of the six given come first.
+        read = np.asarray(read)[..., :6]
         np.testing.assert_array_equal(ours, np.broadcast_to(read, (2, 6)), err_msg=table)
 
 

@@ -20,7 +20,7 @@ _RULES = {
     **dict.fromkeys(
         ["bert", "bert-generation", "big_bird", "electra", "ernie", "megatron-bert", "rembert", "roc_bert",
          "xlm", "flaubert", "gpt2", "gpt-sw3", "gpt_neo", "gpt_bigcode", "blenderbot", "blenderbot-small",
-         "bigbird_pegasus"],
+         "bigbird_pegasus", "led"],
         "arange",
     ),
     **dict.fromkeys(
@@ -38,7 +38,8 @@ _RULES = {
         "padding",
     ),
     **dict.fromkeys(
-        ["mpnet", "lilt", "markuplm", "esm", "luke", "layoutlmv3", "altclip_text_model", "clap_text_model"],
+        ["mpnet", "lilt", "markuplm", "esm", "luke", "layoutlmv3", "longformer", "altclip_text_model",
+         "clap_text_model"],
         "padding, no cache",
     ),
     "opt": "attention mask",
