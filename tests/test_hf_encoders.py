@@ -217,6 +217,16 @@ def test_esm_rotates_only_with_rotary_positions():
     assert all(entry.rope is not None for entry in rotary)
 
 
+def test_sliding_layers_of_a_model_whose_layers_do_not_slide_are_refused():
+    # Qwen3-Omni's code predictor reads its layer types and fails on a sliding one in transformers.
+    config = {"model_type": "qwen3_omni_moe_talker_code_predictor", "num_hidden_layers": 2}
+    assert [entry.causal for entry in hf_attention_layers(config)] == [True, True]
+    with pytest.raises(
+        ValueError, match=r"`layer_types` must not hold 'sliding_attention'.*Received: layer_types"
+    ):
+        hf_attention_layers({**config, "layer_types": ["sliding_attention", "full_attention"]})
+
+
 @pytest.mark.parametrize("model_type", sorted(_hf_config.ENCODER_PLAN_MECHANISMS))
 def test_plans_that_need_a_mechanism_are_refused_naming_it(model_type):
     with pytest.raises(ValueError) as error:

@@ -1092,8 +1092,8 @@ _ENCODER_PLANS = {
     "nomic_bert": (False, None),
     "openai_privacy_filter": (False, "every layer"),
     "ultrabert": (False, "sliding_attention"),
-    # Speech and audio models: causal windows keep `0 <= q - k < sliding_window` (transformers'
-    # `create_sliding_window_causal_mask`).
+    # Speech and audio models, and ESM: their causal windows keep `0 <= q - k < sliding_window`
+    # (transformers' `create_sliding_window_causal_mask`).
     "blt_patcher": (True, "every layer"),
     "csm_depth_decoder_model": (True, None),
     "dia_encoder": (False, None),
@@ -1157,8 +1157,9 @@ def _encoder_layers(config):
         )
     if sliding is None and "sliding_attention" in types:
         raise ValueError(
-            f"The layers of model_type={config['model_type']!r} do not slide in transformers 5.25 (or "
-            f"fail to). Received: `layer_types` with 'sliding_attention': {types}"
+            f"`layer_types` must not hold 'sliding_attention' for model_type={config['model_type']!r}: its "
+            "layers do not slide in transformers 5.25 (Qwen3-Omni's code predictor fails on one). "
+            f"Received: layer_types={types}"
         )
     for kind in types:
         slides = sliding == "every layer" or kind == sliding
