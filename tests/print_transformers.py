@@ -1563,6 +1563,20 @@ SPEECH_PLANS = {
                                                       "use_cache": False},
                                              "transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe."
                                              "Qwen3OmniMoeTalkerCodePredictorModel"),
+    "qwen2_5_omni_talker": ({"embedding_size": 64, "num_key_value_heads": 4, "head_dim": 16,
+                             "use_sliding_window": True, "sliding_window": 3, "max_window_layers": 1,
+                             "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0,
+                                                 "mrope_section": [2, 3, 3]}},
+                            lambda: {"input_ids": torch.arange(16)[None] + 5, "use_cache": False},
+                            "transformers.models.qwen2_5_omni.modeling_qwen2_5_omni.Qwen2_5OmniTalkerModel"),
+    "qwen3_omni_moe_talker_text": ({"num_key_value_heads": 4, "vocab_size": 100, "num_experts": 4,
+                                    "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                                    "shared_expert_intermediate_size": 32, "sliding_window": 3,
+                                    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                                        "mrope_section": [2, 3, 3]}},
+                                   lambda: {"inputs_embeds": torch.randn(1, 16, 64), "use_cache": False},
+                                   "transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe."
+                                   "Qwen3OmniMoeTalkerModel"),
     "blt_patcher": ({"sliding_window": 3}, lambda: {"input_ids": torch.arange(16)[None] + 5},
                     "transformers.models.blt.modeling_blt.BltPatcher"),
 }  # fmt: skip
@@ -1575,6 +1589,7 @@ def speech_plan(model_type):
     overrides = {**SPEECH_SIZES, **extra}
     config = AutoConfig.for_model(model_type, **overrides)
     config._attn_implementation = "eager"
+    config._experts_implementation = "eager"  # grouped matrix products take no float64
     torch.manual_seed(0)
     if model_class:
         module, name = model_class[0].rsplit(".", 1)

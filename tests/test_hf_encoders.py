@@ -204,6 +204,16 @@ def test_every_model_type_read_or_refused_by_the_plan_has_its_plan_printed():
     assert [entry.sliding_window for entry in hf_attention_layers(voxtral)] == [750, 750]
     unwindowed = hf_attention_layers({**voxtral, "sliding_window": None})
     assert [(entry.sliding_window, entry.causal) for entry in unwindowed] == [(None, True)] * 2
+    # Qwen2.5-Omni's talker slides only with `use_sliding_window`, from `max_window_layers` on.
+    talker = {
+        "model_type": "qwen2_5_omni_talker",
+        "num_hidden_layers": 3,
+        "sliding_window": 8,
+        "max_window_layers": 1,
+    }
+    assert [entry.sliding_window for entry in hf_attention_layers(talker)] == [None] * 3
+    sliding = hf_attention_layers({**talker, "use_sliding_window": True})
+    assert [entry.sliding_window for entry in sliding] == [None, 8, 8]
 
 
 def test_esm_rotates_only_with_rotary_positions():

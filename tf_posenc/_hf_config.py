@@ -679,13 +679,13 @@ _PATTERN_DEFAULTS = {
     "gemma3n_text": 5,
     "cohere2": 4,
 }
-_MAX_WINDOW_LAYERS = ("qwen2", "qwen3")
+_MAX_WINDOW_LAYERS = ("qwen2", "qwen3", "qwen2_5_omni_talker")
 # Models without layer types whose mask slides on every layer once `sliding_window` is set.
 _EVERY_LAYER_SLIDES = (
     "mistral", "mixtral", "ministral3", "phi3", "phi4_multimodal", "phimoe", "starcoder2", "qwen3_moe",
     "minimax", "voxtral_realtime_text",
 )  # fmt: skip
-_USE_SLIDING_WINDOW = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "smollm3")
+_USE_SLIDING_WINDOW = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "smollm3", "qwen2_5_omni_talker")
 _NO_ROPE_LAYERS = ("llama4", "llama4_text", "smollm3")
 _KV_SHARING = ("gemma3n", "gemma3n_text", "gemma4", "gemma4_text")
 _GEMMA4_TYPES = ("gemma4", "gemma4_text", "gemma4_unified_text", "diffusion_gemma_text")
@@ -1113,7 +1113,9 @@ _ENCODER_PLANS = {
     "pocket_tts_audio_tokenizer": (True, "every layer"),  # each of its two transformers
     "pocket_tts_audio_tokenizer_decoder": (True, "every layer"),
     "pocket_tts_audio_tokenizer_encoder": (True, "every layer"),
+    "qwen2_5_omni_talker": (True, "sliding_attention"),
     "qwen3_omni_moe_talker_code_predictor": (True, None),
+    "qwen3_omni_moe_talker_text": (True, None),  # its `sliding_window` is read by no layer
     "voxtral_realtime_encoder": (True, "every layer, if set"),  # causal on every layer without one
 }
 # Encoders and speech models whose per-layer plan needs a mechanism tf_posenc lacks.
