@@ -256,6 +256,18 @@ def test_head_dim_follows_the_sizes_where_the_config_class_derives_it(model_type
     assert hf_attention_layers({**sized, "num_hidden_layers": 1})[0].scaling == pytest.approx(24**-0.5)
 
 
+def test_neommes_windows_are_derived_as_its_class_derives_them():
+    # Its config class's defaults hold 17 layers' `per_layer_config` (each full layer None, every
+    # other sliding layer 1024, the rest the config's 256): derived from the layer count, or read.
+    defaults = encoder_defaults.DEFAULTS["neomme"]
+    derived = hf_attention_layers({"model_type": "neomme"})
+    given = hf_attention_layers({"model_type": "neomme", "per_layer_config": defaults["per_layer_config"]})
+    windows = [entry.sliding_window for entry in derived]
+    assert windows == [entry.sliding_window for entry in given]
+    assert windows[:6] == [256, 1024, 256, 1024, 256, None] and windows[-1] is None and len(windows) == 17
+    assert not any(entry.causal for entry in derived)
+
+
 def test_older_config_keys_are_read_as_their_classes_read_them_or_refused():
     # ModernBERT's checkpoints on the Hub: `global_rope_theta`, `local_rope_theta`, `local_attention`
     # and `global_attn_every_n_layers` (its config class converts them; values of ModernBERT-large).
@@ -289,8 +301,6 @@ def test_their_per_layer_plan_and_vision_towers_are_refused_with_what_to_use():
     neomme = PRINTED["plans"]["neomme"]
     assert neomme["layer_types"][:2] == ["sliding_attention"] * 2
     assert np.asarray(neomme["layers"][1]["mask"]).all()
-    with pytest.raises(ValueError, match=r"per-layer plan of model_type='neomme'"):
-        hf_attention_layers({"model_type": "neomme"})
     with pytest.raises(ValueError, match=r"`encoder_config` or `decoder_config`"):
         RotaryEmbedding.from_hf_config({"model_type": "dia"})
     with pytest.raises(ValueError, match="`AxialRotaryEmbedding`'s"):

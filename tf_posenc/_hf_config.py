@@ -1105,6 +1105,7 @@ _ENCODER_PLANS = {
     "mimi": (True, "every layer"),  # each of its two transformers, encoder and decoder
     "mimi_decoder": (True, "every layer"),
     "mimi_encoder": (True, "every layer"),
+    "neomme": (False, "per layer"),  # `_neomme_windows`
     "nemotron3_5_transcribe_asr_audio": (False, None),
     "nemotron3_5_transcribe_word_timestamp": (False, None),
     "nemotron3_diarization_audio": (False, None),
@@ -1144,7 +1145,45 @@ ENCODER_PLAN_MECHANISMS = {
 }
 
 
+# NeoMME's longer window, every other sliding layer's (a class attribute of its config).
+_NEOMME_LONG_WINDOW = 1024
+
+
+def _neomme_windows(config):
+    """NeoMME's layer types and each layer's window (None: full), as its config class derives
+    them: a full layer every sixth and last; windows from `per_layer_config`, which overrides the
+    config's `sliding_window` layer by layer, or without one, every other sliding layer's long."""
+    count = _count(config)
+    types = config.get("layer_types") or [
+        "full_attention" if (index + 1) % 6 == 0 or index == count - 1 else "sliding_attention"
+        for index in range(count)
+    ]
+    given = config.get("per_layer_config")
+    if given is None:
+        windows, sliding = [], 0
+        for kind in types:
+            if kind == "full_attention":
+                windows.append(None)
+                continue
+            windows.append(_NEOMME_LONG_WINDOW if sliding % 2 else config.get("sliding_window"))
+            sliding += 1
+        return types, windows
+    overrides = {int(index): layer or {} for index, layer in given.items()}
+    windows = [
+        overrides.get(index, {}).get("sliding_window", config.get("sliding_window")) for index in range(count)
+    ]
+    return types, windows
+
+
 def _encoder_layers(config):
+    if config["model_type"] == "neomme":
+        types, windows = _neomme_windows(config)
+        per_type = bool(_nested_layer_types(config, _rope_parameters(config)))
+        scale = _softmax_scale(config, _rope_parameters(config))
+        return [
+            LayerEntry(True, kind if per_type else None, window, None, None, False, scale, None)
+            for kind, window in zip(types, windows, strict=True)
+        ]
     causal, sliding = _ENCODER_PLANS[config["model_type"]]
     types = layer_types_of(config) or ["full_attention"] * _count(config)
     parameters = _rope_parameters(config)
