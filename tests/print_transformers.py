@@ -1432,6 +1432,45 @@ ENCODER_PLAN_WINDOWS = {"modernbert": {"local_attention": 6}}  # its `sliding_wi
 ENCODER_PLAN_TOKENS = 16
 
 
+@contextlib.contextmanager
+def attention_calls(modules):
+    """Yields a list that gets, for each call of an attention function (`*attention_forward`) of
+    `modules`, what the attention module gave it: its softmax scale and mask, as booleans of
+    (queries, keys) of the first example and head (all True where it gave none)."""
+    originals = [
+        (module, name, value)
+        for module in modules
+        for name, value in vars(module).items()
+        if inspect.isfunction(value) and name.endswith("attention_forward")
+    ]
+    captured = []
+
+    def capturing(original):
+        def attend(*args, **kwargs):
+            bound = inspect.signature(original).bind(*args, **kwargs).arguments
+            queries, keys, mask = (
+                bound["query"].shape[-2],
+                bound["key"].shape[-2],
+                bound.get("attention_mask"),
+            )
+            if mask is None:
+                allowed = torch.ones(queries, keys, dtype=torch.bool)
+            else:
+                allowed = mask[0, 0, :, :keys] if mask.dtype == torch.bool else mask[0, 0, :, :keys] == 0
+            captured.append({"scaling": float(bound["scaling"]), "mask": allowed})
+            return original(*args, **kwargs)
+
+        return attend
+
+    for module, name, value in originals:
+        setattr(module, name, capturing(value))
+    try:
+        yield captured
+    finally:
+        for module, name, value in originals:
+            setattr(module, name, value)
+
+
 def encoder_plan(model_type):
     """The mask and softmax scale each attention module of the model of `model_type` is given,
     run on 16 tokens of which the first is padding (so that every mask is materialised)."""
@@ -1445,44 +1484,17 @@ def encoder_plan(model_type):
     config._attn_implementation = "eager"
     torch.manual_seed(0)
     model = transformers.AutoModel.from_config(config).double().eval()
-    captured = []
-    # What each attention module gives the attention function: its mask and softmax scale.
-    module = importlib.import_module(type(model).__module__)
-    originals = {
-        name: value
-        for name, value in vars(module).items()
-        if inspect.isfunction(value) and name.endswith("attention_forward")
-    }
-
-    def capturing(original):
-        def attend(*args, **kwargs):
-            bound = inspect.signature(original).bind(*args, **kwargs).arguments
-            mask = bound.get("attention_mask")
-            if mask is not None and mask.dtype != torch.bool:
-                mask = mask == 0
-            captured.append({"scaling": float(bound["scaling"]), "mask": mask[0, 0]})
-            return original(*args, **kwargs)
-
-        return attend
-
     ids = torch.arange(ENCODER_PLAN_TOKENS)[None] + 5  # ordinary tokens, not special ones
     padding = torch.ones_like(ids)
     padding[0, 0] = 0
-    for name, value in originals.items():
-        setattr(module, name, capturing(value))
-    try:
-        with torch.no_grad():
-            model(input_ids=ids, attention_mask=padding)
-    finally:
-        for name, value in originals.items():
-            setattr(module, name, value)
+    with attention_calls([importlib.import_module(type(model).__module__)]) as captured, torch.no_grad():
+        model(input_ids=ids, attention_mask=padding)
     if len(captured) != config.num_hidden_layers:
         raise RuntimeError(f"{len(captured)} attention calls for {config.num_hidden_layers} layers")
     layers = []
     for entry in captured:
         # Each real token's keys (the padding column aside), for each real query.
-        mask = entry["mask"][1:, 1:]
-        layers.append({"scaling": entry["scaling"], "mask": mask.int().tolist()})
+        layers.append({"scaling": entry["scaling"], "mask": entry["mask"][1:, 1:].int().tolist()})
     return {"overrides": overrides, "layer_types": getattr(config, "layer_types", None), "layers": layers}
 
 
@@ -1506,6 +1518,9 @@ SPEECH_SIZES = {"hidden_size": 64, "num_attention_heads": 4, "intermediate_size"
 POCKET_TOKENIZER = {"num_key_value_heads": 4, "head_dim": 16, "sliding_window": 3, "num_filters": 4,
                     "upsampling_ratios": [2, 2], "latent_stride": 2, "latent_dim": 8,
                     "upsample_groups": 64}  # fmt: skip
+MIMI = {"num_key_value_heads": 4, "head_dim": 16, "sliding_window": 3, "upsample_groups": 64,
+        "num_filters": 8, "upsampling_ratios": [2, 2], "codebook_size": 16, "codebook_dim": 16,
+        "num_quantizers": 4, "vector_quantization_hidden_dimension": 16}  # fmt: skip
 SPEECH_PLANS = {
     "lasr_encoder": ({"num_mel_bins": 16, "subsampling_conv_channels": 32, "conv_kernel_size": 5},
                      lambda: {"input_features": torch.randn(1, 73, 16)}),
@@ -1525,15 +1540,11 @@ SPEECH_PLANS = {
                     "flow_head_config": {"hidden_size": 32, "num_hidden_layers": 1, "latent_dim": 32,
                                          "condition_dim": 64, "frequency_embedding_size": 16}},
                    lambda: {"input_ids": torch.arange(16)[None] + 5, "use_cache": False}),
-    "mimi_encoder": ({"num_key_value_heads": 4, "head_dim": 16, "sliding_window": 3, "upsample_groups": 64,
-                      "num_filters": 8, "upsampling_ratios": [2, 2], "codebook_size": 16, "codebook_dim": 16,
-                      "num_quantizers": 4, "vector_quantization_hidden_dimension": 16},
+    "mimi_encoder": (MIMI,
                      lambda: {"input_values": torch.randn(1, 1, 64)}),
     "voxtral_realtime_encoder": ({"head_dim": 16, "num_mel_bins": 8, "sliding_window": 3},
                                  lambda: {"input_features": torch.randn(1, 8, 32), "use_cache": False}),
-    "mimi_decoder": ({"num_key_value_heads": 4, "head_dim": 16, "sliding_window": 3, "upsample_groups": 64,
-                      "num_filters": 8, "upsampling_ratios": [2, 2], "codebook_size": 16, "codebook_dim": 16,
-                      "num_quantizers": 4, "vector_quantization_hidden_dimension": 16},
+    "mimi_decoder": (MIMI,
                      lambda: {"latents": torch.randn(1, 64, 8)}),
     "pocket_tts_audio_tokenizer_encoder": (POCKET_TOKENIZER, lambda: {"input_values": torch.randn(1, 1, 64)}),
     "pocket_tts_audio_tokenizer_decoder": (POCKET_TOKENIZER, lambda: {"latents": torch.randn(1, 64, 8)}),
@@ -1597,48 +1608,16 @@ def speech_plan(model_type):
     else:
         model = transformers.AutoModel.from_config(config).double().eval()
     modules = {importlib.import_module(type(module).__module__) for module in model.modules()}
-    originals = [
-        (module, name, value)
-        for module in modules
-        for name, value in vars(module).items()
-        if inspect.isfunction(value) and name.endswith("attention_forward")
-    ]
-    captured = []
-
-    def capturing(original):
-        def attend(*args, **kwargs):
-            bound = inspect.signature(original).bind(*args, **kwargs).arguments
-            queries, keys, mask = (
-                bound["query"].shape[-2],
-                bound["key"].shape[-2],
-                bound.get("attention_mask"),
-            )
-            if mask is None:
-                allowed = torch.ones(queries, keys, dtype=torch.bool)
-            else:
-                allowed = mask[0, 0, :, :keys] if mask.dtype == torch.bool else mask[0, 0, :, :keys] == 0
-            captured.append({"scaling": float(bound["scaling"]), "mask": allowed.int().tolist()})
-            return original(*args, **kwargs)
-
-        return attend
-
-    for module, name, value in originals:
-        setattr(module, name, capturing(value))
-    try:
-        with torch.no_grad():
-            given = inputs()
-            floats = {
-                key
-                for key, value in given.items()
-                if isinstance(value, torch.Tensor) and value.is_floating_point()
-            }
-            model(**{key: value.double() if key in floats else value for key, value in given.items()})
-    finally:
-        for module, name, value in originals:
-            setattr(module, name, value)
+    given = inputs()
+    floats = {
+        key for key, value in given.items() if isinstance(value, torch.Tensor) and value.is_floating_point()
+    }
+    with attention_calls(modules) as captured, torch.no_grad():
+        model(**{key: value.double() if key in floats else value for key, value in given.items()})
     if len(captured) != config.num_hidden_layers:
         raise RuntimeError(f"{len(captured)} attention calls for {config.num_hidden_layers} layers")
-    return {"overrides": overrides, "layer_types": getattr(config, "layer_types", None), "layers": captured}
+    layers = [{"scaling": entry["scaling"], "mask": entry["mask"].int().tolist()} for entry in captured]
+    return {"overrides": overrides, "layer_types": getattr(config, "layer_types", None), "layers": layers}
 
 
 def speech_plans():
