@@ -1176,20 +1176,24 @@ def _neomme_windows(config):
 
 
 def _encoder_layers(config):
-    if config["model_type"] == "neomme":
-        types, windows = _neomme_windows(config)
-        per_type = bool(_nested_layer_types(config, _rope_parameters(config)))
-        scale = _softmax_scale(config, _rope_parameters(config))
-        return [
-            LayerEntry(True, kind if per_type else None, window, None, None, False, scale, None)
-            for kind, window in zip(types, windows, strict=True)
-        ]
     causal, sliding = _ENCODER_PLANS[config["model_type"]]
-    types = layer_types_of(config) or ["full_attention"] * _count(config)
+    if sliding == "per layer":
+        types, windows = _neomme_windows(config)
+    else:
+        types = layer_types_of(config) or ["full_attention"] * _count(config)
+        windows = _encoder_windows(config, sliding, types)
     parameters = _rope_parameters(config)
     per_type = bool(_nested_layer_types(config, parameters))
     scale = _softmax_scale(config, parameters)
-    entries = []
+    rotates = no_rotation(config) is None
+    return [
+        LayerEntry(rotates, kind if per_type else None, window, None, None, causal, scale, None)
+        for kind, window in zip(types, windows, strict=True)
+    ]
+
+
+def _encoder_windows(config, sliding, types):
+    """Each layer's window (None: none) by the plan's rule `sliding` (`_ENCODER_PLANS`)."""
     window = config.get("sliding_window")
     if config["model_type"] == "modernbert":  # `local_attention` is the whole window; the mask's is half
         window = _one(
@@ -1202,6 +1206,7 @@ def _encoder_layers(config):
             "layers do not slide in transformers 5.25 (Qwen3-Omni's code predictor fails on one). "
             f"Received: layer_types={types}"
         )
+    windows = []
     for kind in types:
         slides = sliding == "every layer" or kind == sliding
         if sliding == "every layer, if set":
@@ -1210,12 +1215,8 @@ def _encoder_layers(config):
             raise ValueError(
                 f"The config's sliding layers need its `sliding_window`. Received: none (layer type {kind!r})"
             )
-        layer_window = window if slides else None
-        rotates = no_rotation(config) is None
-        entries.append(
-            LayerEntry(rotates, kind if per_type else None, layer_window, None, None, causal, scale, None)
-        )
-    return entries
+        windows.append(window if slides else None)
+    return windows
 
 
 def _rotating_layers(config, types, parameters):
