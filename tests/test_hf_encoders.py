@@ -162,14 +162,19 @@ def test_the_plan_is_the_models_masks_and_scales(model_type):
     # The printer ran each model whole at small sizes (a window of 3; ModernBERT's
     # `local_attention` 6) and kept the mask and softmax scale each attention module gave the
     # attention function.
-    printed = PLANS[model_type]
-    plan = hf_attention_layers({"model_type": model_type, **printed["overrides"]})
+    assert_plan_is_printed(model_type, PLANS[model_type], PRESCALED.get(model_type))
+
+
+def assert_plan_is_printed(model_type, printed, scaling=None):
+    """The plan of `model_type` at the printed overrides has the printed masks and scales (or
+    `scaling`), and rotates on every layer."""
+    plan = hf_attention_layers({**printed["overrides"], "model_type": model_type})
     assert len(plan) == len(printed["layers"])
     positions = np.arange(len(printed["layers"][0]["mask"]))
     for entry, layer in zip(plan, printed["layers"], strict=True):
         mask = attention_mask(positions, positions, causal=entry.causal, sliding_window=entry.sliding_window)
         np.testing.assert_array_equal(np.asarray(mask)[0], np.asarray(layer["mask"], bool))
-        assert entry.scaling == pytest.approx(PRESCALED.get(model_type, layer["scaling"]), rel=1e-15)
+        assert entry.scaling == pytest.approx(scaling or layer["scaling"], rel=1e-15)
         assert entry.rope is not None
 
 
@@ -182,15 +187,7 @@ TWO_TRANSFORMERS = {"mimi": ("mimi_encoder", "mimi_decoder"),
 @pytest.mark.parametrize("codec", sorted(TWO_TRANSFORMERS))
 def test_a_codecs_plan_is_each_of_its_transformers(codec):
     for part in TWO_TRANSFORMERS[codec]:
-        printed = PLANS[part]
-        plan = hf_attention_layers({**printed["overrides"], "model_type": codec})
-        positions = np.arange(16)
-        for entry, layer in zip(plan, printed["layers"], strict=True):
-            mask = attention_mask(
-                positions, positions, causal=entry.causal, sliding_window=entry.sliding_window
-            )
-            np.testing.assert_array_equal(np.asarray(mask)[0], np.asarray(layer["mask"], bool))
-            assert entry.scaling == pytest.approx(layer["scaling"], rel=1e-15)
+        assert_plan_is_printed(codec, PLANS[part])
 
 
 def test_every_model_type_read_or_refused_by_the_plan_has_its_plan_printed():
