@@ -18,6 +18,7 @@ the test environment), from the repository's root:
     python tests/print_transformers.py vision      # writes tests/transformers_vision_5_25.json
     python tests/print_transformers.py speech_plans  # adds the speech models' masks and scales
     python tests/print_transformers.py deberta     # writes tests/transformers_deberta_5_25.json
+    python tests/print_transformers.py deberta_attention  # writes transformers_deberta_attention_5_25.json
     python tests/print_transformers.py position_ids  # writes tests/transformers_position_ids_5_25.json
     python tests/print_transformers.py module_defaults  # writes tf_posenc/_hf_module_defaults.py
                                                         # (then `ruff format` it)
@@ -1816,6 +1817,111 @@ def deberta():
     )
 
 
+DEBERTA_ATTENTION = pathlib.Path(__file__).parent / "transformers_deberta_attention_5_25.json"
+DEBERTA_SIZES = {"hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1}
+# DisentangledSelfAttention's switches: the terms, shared or separate position projections, the
+# table's LayerNorm, log buckets (small, so that 12 tokens reach them and the table's clip) or
+# none, an older config's "p2c|c2p", and no relative attention (the scale
+# still counts the terms).
+DEBERTA_VARIANTS = {
+    "v3": {"relative_attention": True, "position_buckets": 4, "max_relative_positions": 16,
+           "pos_att_type": ["p2c", "c2p"], "share_att_key": True, "norm_rel_ebd": "layer_norm"},
+    "v3_sizes": {"relative_attention": True, "position_buckets": 256, "max_relative_positions": -1,
+                 "pos_att_type": "p2c|c2p", "share_att_key": True, "norm_rel_ebd": "layer_norm"},
+    "c2p_separate_plain": {"relative_attention": True, "max_relative_positions": 5, "pos_att_type": ["c2p"]},
+    "both_separate": {"relative_attention": True, "position_buckets": 6, "max_relative_positions": 20,
+                      "pos_att_type": ["c2p", "p2c"], "norm_rel_ebd": "layer_norm"},
+    "p2c_shared": {"relative_attention": True, "position_buckets": 4, "max_relative_positions": 16,
+                   "pos_att_type": ["p2c"], "share_att_key": True},
+    "no_relative": {"relative_attention": False, "pos_att_type": ["c2p", "p2c"]},
+}  # fmt: skip
+SEW_D_VARIANT = {"position_buckets": 4, "max_position_embeddings": 16}
+DEBERTA_LENGTH = 12
+DEBERTA_PADDED = 3  # the second example's last tokens are padding
+
+
+def deberta_input():
+    """The hidden states `(2, DEBERTA_LENGTH, 32)` and the padding mask `(2, DEBERTA_LENGTH)`."""
+    hidden = np.random.RandomState(11).standard_normal((2, DEBERTA_LENGTH, DEBERTA_SIZES["hidden_size"]))
+    mask = np.ones((2, DEBERTA_LENGTH), dtype=np.int64)
+    mask[1, -DEBERTA_PADDED:] = 0
+    return hidden, mask
+
+
+def deberta_attention():
+    """DeBERTa-v2's and SEW-D's attention, whole: an encoder of one layer built from each variant's
+    config, with `module_weights` under its own names, in float64, on `deberta_input`; the output of
+    `attention.self` passed through `attention.output.dense` (the residual LayerNorm after it is
+    BERT's). And each config class's effective defaults of the keys the attention reads."""
+    from transformers import DebertaV2Config, SEWDConfig
+    from transformers.models.deberta_v2 import modeling_deberta_v2 as deberta_v2
+    from transformers.models.sew_d import modeling_sew_d as sew_d
+
+    hidden, mask = deberta_input()
+    cases = {f"deberta-v2:{name}": (DebertaV2Config, deberta_v2.DebertaV2Encoder, variant)
+             for name, variant in DEBERTA_VARIANTS.items()}  # fmt: skip
+    cases["sew-d:defaults"] = (SEWDConfig, sew_d.SEWDTransformerEncoder, SEW_D_VARIANT)
+    printed = {}
+    for name, (config_class, encoder_class, variant) in cases.items():
+        given = {**DEBERTA_SIZES, **variant}
+        config = config_class(**given)
+        torch.manual_seed(0)
+        with float64_everywhere():
+            encoder = encoder_class(config).double().eval()
+            shapes = {key: list(value.shape) for key, value in encoder.state_dict().items()}
+            encoder.load_state_dict(
+                {key: torch.tensor(value) for key, value in module_weights(shapes).items()}
+            )
+            states = torch.tensor(hidden)
+            attention_mask = encoder.get_attention_mask(torch.tensor(mask))
+            relative = encoder.get_rel_pos(states)
+            table = encoder.get_rel_embedding()
+            attention = encoder.layer[0].attention
+            with torch.no_grad():
+                context = attention.self(states, attention_mask, relative_pos=relative, rel_embeddings=table)[
+                    0
+                ]
+                output = attention.output.dense(context)
+        printed[name] = {
+            "config": given,
+            "shapes": {
+                key: value for key, value in shapes.items() if not key.startswith("layer.0.intermediate")
+            },
+            "output": [float(f"{value:.12g}") for value in output.numpy().ravel()],
+        }
+    defaults = {}
+    for config_class, module in ((DebertaV2Config, deberta_v2), (SEWDConfig, sew_d)):
+        config = config_class(hidden_size=32, num_attention_heads=4, relative_attention=True)
+        layer = module.DisentangledSelfAttention(config)
+        encoder_class = getattr(module, "DebertaV2Encoder", None) or module.SEWDTransformerEncoder
+        encoder = encoder_class(config_class(hidden_size=32, num_attention_heads=4, num_hidden_layers=1))
+        whole = config_class().to_dict()
+        defaults[whole["model_type"]] = {
+            "relative_attention": whole["relative_attention"],
+            # The config's value (the module's `getattr` default where the class has none), and
+            # what the module makes of it.
+            "max_relative_positions": whole.get("max_relative_positions", -1),
+            "effective_max_relative_positions": layer.max_relative_positions,
+            "position_buckets": layer.position_buckets,
+            "pos_att_type": whole["pos_att_type"]
+            if whole["pos_att_type"] is None
+            else list(whole["pos_att_type"]),
+            "share_att_key": layer.share_att_key,
+            "norm_rel_ebd": "|".join(encoder.norm_rel_ebd),
+            "max_position_embeddings": whole["max_position_embeddings"],
+            "hidden_size": whole["hidden_size"],
+            "num_attention_heads": whole["num_attention_heads"],
+            "layer_norm_eps": whole["layer_norm_eps"],
+        }
+    source = (
+        f"transformers {transformers.__version__}: models.deberta_v2.DebertaV2Encoder and "
+        "models.sew_d.SEWDTransformerEncoder, layer.0.attention.self then .output.dense"
+    )
+    DEBERTA_ATTENTION.write_text(
+        json.dumps({"source": source, "cases": printed, "defaults": defaults}, separators=(",", ":")) + "\n"
+    )
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "rotations":
         rotations(sys.argv[2:])
@@ -1835,6 +1941,7 @@ if __name__ == "__main__":
             "vision": vision,
             "encoder_plans": encoder_plans,
             "deberta": deberta,
+            "deberta_attention": deberta_attention,
             "speech_plans": speech_plans,
             "position_ids": position_ids_all,
         }

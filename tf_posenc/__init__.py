@@ -60,6 +60,7 @@ from tf_posenc.attention import attention_log_scale, attention_mask, attention_t
 from tf_posenc.deberta import deberta_relative_positions
 from tf_posenc.hf_weights import load_hf_attention_weights
 from tf_posenc.interpolation import interpolate_position_embeddings
+from tf_posenc.layers.disentangled_position_bias import DisentangledPositionBias
 from tf_posenc.layers.head_normalization import HeadNormalization
 from tf_posenc.layers.multi_head_attention import GroupQueryAttention, MultiHeadAttention
 from tf_posenc.multimodal import mrope_positions, vision_position_ids
@@ -84,6 +85,7 @@ __all__ = [
     "AlibiBias",
     "AxialRotaryEmbedding",
     "ContinuousPositionBias",
+    "DisentangledPositionBias",
     "GroupQueryAttention",
     "HeadNormalization",
     "InklingRelativeBias",

@@ -1,8 +1,8 @@
-"""Loading a transformers attention module's weights into `GroupQueryAttention`."""
+"""Loading a transformers attention module's weights into tf_posenc's attention layers."""
 
 import numpy as np
 
-from tf_posenc import _validation
+from tf_posenc import _hf_deberta, _validation
 
 
 def _split_fused(module, fused):
@@ -67,14 +67,22 @@ def load_hf_attention_weights(layer, weights, prefix):
         ...
         ValueError: `weights` has no `layers.0.self_attn.o_proj.weight`, which the attention ...
     """
+    from tf_posenc.layers.disentangled_position_bias import DisentangledPositionBias
+
+    if not isinstance(prefix, str):
+        raise ValueError(f"`prefix` must be a string. {_validation.received('prefix', prefix)}")
+    if isinstance(layer, DisentangledPositionBias):
+        return _load_relative_embeddings(layer, weights, prefix)
     module = getattr(layer, "_hf_module", None)
     if module is None:
         raise ValueError(
-            "`layer` must come from `GroupQueryAttention.from_hf_config`, which records the module's "
-            f"projections and norms. {_validation.received('layer', layer)}"
+            "`layer` must come from `GroupQueryAttention.from_hf_config` or "
+            "`MultiHeadAttention.from_hf_config`, "
+            "which record the module's projections and norms, or be a `DisentangledPositionBias`. "
+            f"{_validation.received('layer', layer)}"
         )
-    if not isinstance(prefix, str):
-        raise ValueError(f"`prefix` must be a string. {_validation.received('prefix', prefix)}")
+    if isinstance(module, _hf_deberta.DebertaAttention):
+        return _load_deberta(layer, module, weights, prefix)
     given = {name[len(prefix) :]: name for name in weights if name.startswith(prefix)}
     used = set()
 
@@ -159,13 +167,115 @@ def load_hf_attention_weights(layer, weights, prefix):
         )
     if not layer.built:
         layer.build((None, None, hidden), (None, None, hidden))
+    _assign(layer, values)
+
+
+def _taker(weights, names, what):
+    """`take(name)`: the float64 array of `names[name]`, or a `ValueError` naming it."""
+
+    def take(name):
+        if name not in names:
+            raise ValueError(f"`weights` has no `{name}`, which {what} has.")
+        return np.asarray(weights[names[name]], dtype="float64")
+
+    return take
+
+
+def _assign(layer, values):
+    """Each variable of `layer` from `values`, by its path below the layer (`query/kernel`,
+    `sinks`), wherever the layer sits; a shared position bias's are loaded on their own."""
+    shared = getattr(layer, "position_bias", None)
+    skipped = {id(variable) for variable in (shared.weights if shared is not None else ())}
     for variable in layer.weights:
-        # The variable's path below the layer (`query/kernel`, `sinks`), wherever the layer sits.
+        if id(variable) in skipped:
+            continue
         parts = variable.path.split("/")
         path = next((p for p in ("/".join(parts[-2:]), parts[-1]) if p in values), None)
         if path is None:
             raise AssertionError(f"no value for {variable.path}")
         variable.assign(np.asarray(values[path]).reshape(tuple(variable.shape)).astype(variable.dtype))
+
+
+def _load_relative_embeddings(layer, weights, prefix):
+    """DeBERTa-v2's `encoder.rel_embeddings.weight` and `encoder.LayerNorm` (with
+    `norm_rel_ebd="layer_norm"`) under `prefix` (the encoder's, which also holds its layers: only
+    those two modules' names are the table's, and each must be used)."""
+    names = {name[len(prefix) :]: name for name in weights if name.startswith(prefix)}
+    mine = {
+        name: full for name, full in names.items() if name.split(".")[0] in ("rel_embeddings", "LayerNorm")
+    }
+    take = _taker(weights, {f"{prefix}{n}": f for n, f in mine.items()}, "the encoder's relative embeddings")
+    rows = (2 * layer.span, layer.hidden_size)
+    values = {
+        "rel_embeddings": _shaped(
+            take(f"{prefix}rel_embeddings.weight"), rows, f"{prefix}rel_embeddings.weight"
+        )
+    }
+    wanted = {"rel_embeddings.weight"}
+    if layer.layer_norm is not None:
+        for variable, suffix in (("gamma", "weight"), ("beta", "bias")):
+            name = f"{prefix}LayerNorm.{suffix}"
+            values[f"layer_norm/{variable}"] = _shaped(take(name), (layer.hidden_size,), name)
+            wanted.add(f"LayerNorm.{suffix}")
+    unused = sorted(mine[name] for name in set(mine) - wanted)
+    if unused:
+        raise ValueError(
+            f"`weights` has {', '.join(f'`{name}`' for name in unused)}, which the layer does not use: "
+            'a LayerNorm of the table needs norm_rel_ebd="layer_norm". '
+            f"Received: norm_rel_ebd={layer.norm_rel_ebd!r}"
+        )
+    if not layer.built:
+        layer.build()
+    _assign(layer, values)
+
+
+def _load_deberta(layer, module, weights, prefix):
+    """A DeBERTa-v2 / SEW-D `DisentangledSelfAttention` under `prefix` (which must end in
+    `self.`), and the output projection `output.dense` beside it (the `DebertaV2SelfOutput`
+    whose LayerNorm of the residual follows the layer)."""
+    if not prefix.endswith("self."):
+        raise ValueError(
+            "`prefix` must name DeBERTa's `DisentangledSelfAttention`, ending in `self.` (for example "
+            f"`deberta.encoder.layer.0.attention.self.`). {_validation.received('prefix', prefix)}"
+        )
+    output = f"{prefix[: -len('self.')]}output.dense."
+    names = {name[len(prefix) :]: name for name in weights if name.startswith(prefix)}
+    take = _taker(
+        weights,
+        {**{f"{prefix}{n}": f for n, f in names.items()}, **{n: n for n in weights if n.startswith(output)}},
+        f"the attention module of model_type={module.model_type!r}",
+    )
+    hidden, heads, head_dim = module.hidden_size, module.heads, module.head_dim
+    projections = [("query_proj", "query"), ("key_proj", "key"), ("value_proj", "value")]
+    if module.bias_arguments and not module.share_att_key:
+        projections += [
+            (proj, dense)
+            for term, proj, dense in (
+                ("c2p", "pos_key_proj", "pos_key"),
+                ("p2c", "pos_query_proj", "pos_query"),
+            )
+            if term in module.pos_att_type
+        ]
+    values = {}
+    for proj, dense in projections:
+        name = f"{prefix}{proj}"
+        matrix = _shaped(take(f"{name}.weight"), (heads * head_dim, hidden), f"{name}.weight")
+        values[f"{dense}/kernel"] = matrix.T.reshape(hidden, heads, head_dim)
+        values[f"{dense}/bias"] = _shaped(take(f"{name}.bias"), (heads * head_dim,), f"{name}.bias")
+    name = f"{output}weight"
+    values["attention_output/kernel"] = _shaped(take(name), (hidden, heads * head_dim), name).T
+    values["attention_output/bias"] = _shaped(take(f"{output}bias"), (hidden,), f"{output}bias")
+    used = {f"{proj}.{part}" for proj, _ in projections for part in ("weight", "bias")}
+    unused = sorted(names[name] for name in set(names) - used)
+    if unused:
+        raise ValueError(
+            f"`weights` has {', '.join(f'`{name}`' for name in unused)} under `{prefix}`, which the layer "
+            f"built for model_type={module.model_type!r} does not use (`share_att_key` and `pos_att_type` "
+            "say which position projections a layer has)."
+        )
+    if not layer.built:
+        layer.build((None, None, hidden), (None, None, hidden))
+    _assign(layer, values)
 
 
 def _norm_values(module, norm_layer, name, count, take, prefix):

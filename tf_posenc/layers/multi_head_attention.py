@@ -1,12 +1,14 @@
 """Keras's attention layers with the position side of attention: rotations, score biases, a cache."""
 
 import inspect
+import math
 
 import keras
 from keras import ops
 
-from tf_posenc import _hf_attention, _hf_config, _kept, _positions, _validation, attention
+from tf_posenc import _hf_attention, _hf_config, _hf_deberta, _kept, _positions, _validation, attention
 from tf_posenc.layers.alibi_bias import AlibiBias
+from tf_posenc.layers.disentangled_position_bias import DisentangledPositionBias
 from tf_posenc.layers.head_normalization import HeadNormalization
 from tf_posenc.layers.hf_plan import hf_attention_layers
 from tf_posenc.layers.relative_position_bias import RelativePositionBias
@@ -103,8 +105,8 @@ class PositionedAttentionMixin:
         self.position_bias = _optional_layer(
             "position_bias",
             position_bias,
-            (AlibiBias, RelativePositionBias),
-            "an `AlibiBias` or `RelativePositionBias`",
+            (AlibiBias, RelativePositionBias, DisentangledPositionBias),
+            "an `AlibiBias`, `RelativePositionBias` or `DisentangledPositionBias`",
         )
         if self.position_bias is not None and self.position_bias.num_heads != self._heads:
             # A bias without heads would fail at the first call; one shared by layers of other
@@ -176,6 +178,18 @@ class PositionedAttentionMixin:
     def get_config(self):
         return {**super().get_config(), **self._position_config()}
 
+    def _disentangled(self):
+        return isinstance(self.position_bias, DisentangledPositionBias)
+
+    def _score_scale(self):
+        """The softmax scale of `q . k` and of a bias that scores content (DeBERTa's): `scaling`,
+        or `1 / sqrt(head_dim)`, or with DeBERTa's terms `1 / sqrt(head_dim * (1 + terms))`."""
+        if self.scaling is not None:
+            return self.scaling
+        if self._disentangled():
+            return 1.0 / math.sqrt(self._head_dim * self.position_bias.scale_factor)
+        return self._scale_default
+
     def _positions_in_use(self):
         return any(getattr(self, name) not in (None, False) for name in _POSITION_ARGUMENTS)
 
@@ -183,6 +197,8 @@ class PositionedAttentionMixin:
         """Builds the position layers' weights with the layer's (they are its weights)."""
         if self.position_bias is not None and not self.position_bias.built:
             self.position_bias.build()
+        if self._disentangled():
+            self._build_disentangled()
         if self.use_sinks:
             # gpt-oss's `sinks`: a logit per head that takes part in the softmax and weights no value.
             self.sinks = self.add_weight(name="sinks", shape=(self._heads,), initializer="zeros")
@@ -194,6 +210,52 @@ class PositionedAttentionMixin:
         for norm, heads in norms:
             if norm is not None and not norm.built:
                 norm.build((None, None, heads, self._head_dim))
+
+    def _build_disentangled(self):
+        """DeBERTa's position projections of the table: the layer's own query and key projections
+        (`share_att_key`), which take inputs of the table's width, or `pos_key` / `pos_query`."""
+        bias = self.position_bias
+        if bias.share_att_key:
+            for name, dense in (("query", self._query_dense), ("key", self._key_dense)):
+                width = dense.kernel.shape[0]
+                if width != bias.hidden_size:
+                    raise ValueError(
+                        f"With `share_att_key`, the layer projects the position table "
+                        f"({bias.hidden_size} wide) with its {name} projection: its {name} inputs must "
+                        f"be {bias.hidden_size} wide. "
+                        f"Received: {name} inputs of width {width}"
+                    )
+            return
+        for term, name in (("c2p", "pos_key"), ("p2c", "pos_query")):
+            if term in bias.pos_att_type and getattr(self, f"_{name}_dense", None) is None:
+                dense = keras.layers.EinsumDense(
+                    "abc,cde->abde",
+                    output_shape=(None, self._heads, self._head_dim),
+                    bias_axes="de",
+                    name=name,
+                    **self._get_common_kwargs_for_sublayer(),
+                )
+                dense.build((None, None, bias.hidden_size))
+                setattr(self, f"_{name}_dense", dense)
+
+    def _disentangled_bias(self, queries, keys, query_positions, key_positions):
+        """DeBERTa's c2p and p2c scores of the call's queries and keys, scaled as `q . k`."""
+        bias = self.position_bias
+        table = ops.expand_dims(bias.embeddings(), 0)
+        if bias.share_att_key:
+            project = {"c2p": self._key_dense, "p2c": self._query_dense}
+        else:
+            project = {
+                "c2p": getattr(self, "_pos_key_dense", None),
+                "p2c": getattr(self, "_pos_query_dense", None),
+            }
+        projected = {term: project[term](table)[0] for term in bias.pos_att_type}
+        if bias.share_att_key and "c2p" in projected:  # the key projection's heads, repeated
+            projected["c2p"] = self._expand_kv(projected["c2p"][None])[0]
+        scores = bias.scores(
+            queries, keys, projected.get("c2p"), projected.get("p2c"), query_positions, key_positions
+        )
+        return scores * ops.convert_to_tensor(self._score_scale(), scores.dtype)
 
     def call(
         self,
@@ -321,7 +383,9 @@ class PositionedAttentionMixin:
         )  # fmt: skip
         keys, values = self._expand_kv(keys), self._expand_kv(values)
         bias = None
-        if self.position_bias is not None:
+        if self._disentangled():
+            bias = self._disentangled_bias(queries, keys, query_positions, key_positions)
+        elif self.position_bias is not None:
             bias = ops.cast(
                 self._bias(
                     query_positions=query_positions,
@@ -446,7 +510,7 @@ class PositionedAttentionMixin:
         return self.position_bias.bias(query_positions, key_positions)
 
     def _attend(self, queries, keys, values, *, mask, bias, return_scores, training):
-        scale = self.scaling if self.scaling is not None else self._scale_default
+        scale = self._score_scale()
         explicit = (
             return_scores or self.logit_soft_cap is not None or self.use_sinks or self._dropout_rate() > 0.0
         )
@@ -692,6 +756,75 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
                 f"Received: key_dim={self._key_dim}, value_dim={self._value_dim}"
             )
         return super()._with_cache(cache, **arguments)
+
+    @classmethod
+    def from_hf_config(cls, config, layer_index, **kwargs):
+        """The self-attention of encoder layer `layer_index` of a DeBERTa-v2/v3 or SEW-D model
+        of Hugging Face transformers, with its disentangled position scores.
+
+        The module as transformers 5.25 has it (`DisentangledSelfAttention` and the output
+        projection `attention.output.dense`): `num_attention_heads` heads of
+        `attention_head_size` (or `hidden_size // num_attention_heads`), projections with biases,
+        bidirectional, the softmax scale `1 / sqrt(head_dim * (1 + len(pos_att_type)))`, and,
+        with `relative_attention`, a `DisentangledPositionBias` as `position_bias`. Pass the
+        encoder's one bias to every layer (`position_bias=bias`, from
+        `DisentangledPositionBias.from_hf_config`): it holds the table all layers share. The
+        residual LayerNorm of `attention.output` follows the layer in your block, as in BERT.
+        Decoders' attention is `GroupQueryAttention.from_hf_config`'s.
+
+        Args:
+            config: A config dict, a transformers config, a `config.json` or its folder.
+            layer_index: Integer. The encoder layer (each has its own weights; all are built
+                alike).
+            **kwargs: Further constructor arguments (`position_bias`, `dtype`, `name`, or one to
+                override).
+
+        Example:
+
+            >>> import tf_posenc
+            >>> config = {"model_type": "deberta-v2", "hidden_size": 32, "num_attention_heads": 4,
+            ...           "num_hidden_layers": 2, "relative_attention": True, "position_buckets": 16,
+            ...           "pos_att_type": ["p2c", "c2p"], "share_att_key": True}
+            >>> bias = tf_posenc.DisentangledPositionBias.from_hf_config(config)
+            >>> layers = [MultiHeadAttention.from_hf_config(config, i, position_bias=bias) for i in range(2)]
+            >>> layers[1].position_bias is bias, layers[0].key_dim
+            (True, 8)
+        """
+        module = _hf_deberta.read(config)
+        layers = _hf_config._as_dict(config).get("num_hidden_layers")
+        upper = f"0 .. {layers - 1}" if isinstance(layers, int) and layers > 0 else "a non-negative integer"
+        if (
+            not _positions.is_python_int(layer_index)
+            or layer_index < 0
+            or (isinstance(layers, int) and layer_index >= layers)
+        ):
+            raise ValueError(
+                f"`layer_index` must be an encoder layer of the config, {upper}. "
+                f"{_validation.received('layer_index', layer_index)}"
+            )
+        arguments = {"use_bias": True, "is_causal": False}
+        if module.bias_arguments:
+            given = kwargs.get("position_bias")
+            if given is None:
+                options = {"dtype": kwargs["dtype"]} if "dtype" in kwargs else {}
+                kwargs = {
+                    **kwargs,
+                    "position_bias": DisentangledPositionBias(**module.bias_arguments, **options),
+                }
+            elif not isinstance(given, DisentangledPositionBias) or any(
+                getattr(given, name) != value for name, value in module.bias_arguments.items()
+            ):
+                raise ValueError(
+                    "`position_bias` must be the encoder's `DisentangledPositionBias`, as "
+                    "`DisentangledPositionBias.from_hf_config(config)` builds it. "
+                    f"{_validation.received('position_bias', given)}"
+                )
+        else:
+            # No position terms: the scale still counts `pos_att_type`, as transformers' does.
+            arguments["scaling"] = 1.0 / math.sqrt(module.head_dim * (1 + len(module.pos_att_type)))
+        layer = cls(module.heads, module.head_dim, **{**arguments, **kwargs})
+        layer._hf_module = module  # what `load_hf_attention_weights` loads
+        return layer
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
