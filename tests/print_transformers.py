@@ -19,6 +19,7 @@ the test environment), from the repository's root:
     python tests/print_transformers.py speech_plans  # adds the speech models' masks and scales
     python tests/print_transformers.py deberta     # writes tests/transformers_deberta_5_25.json
     python tests/print_transformers.py deberta_attention  # writes transformers_deberta_attention_5_25.json
+    python tests/print_transformers.py conformer_attention  # writes ..._conformer_attention_5_25.json
     python tests/print_transformers.py position_ids  # writes tests/transformers_position_ids_5_25.json
     python tests/print_transformers.py module_defaults  # writes tf_posenc/_hf_module_defaults.py
                                                         # (then `ruff format` it)
@@ -1922,6 +1923,106 @@ def deberta_attention():
     )
 
 
+CONFORMER_ATTENTION = pathlib.Path(__file__).parent / "transformers_conformer_attention_5_25.json"
+CONFORMER_LENGTH, CONFORMER_PADDED = 9, 3  # the second example's last frames are padding
+CONFORMER_SIZES = {"hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1}
+# (config class, attention class, its table's class, the config's keys beyond the sizes)
+CONFORMER_CASES = {
+    "wav2vec2-conformer": ("Wav2Vec2ConformerConfig", "wav2vec2_conformer.Wav2Vec2ConformerSelfAttention",
+                           "wav2vec2_conformer.Wav2Vec2ConformerRelPositionalEmbedding", {}),
+    "wav2vec2-bert:relative": ("Wav2Vec2BertConfig", "wav2vec2_bert.Wav2Vec2BertSelfAttention",
+                               "wav2vec2_bert.Wav2Vec2BertRelPositionalEmbedding",
+                               {"position_embeddings_type": "relative"}),
+    "seamless_m4t": ("SeamlessM4TConfig", "seamless_m4t.SeamlessM4TConformerSelfAttention",
+                     "seamless_m4t.SeamlessM4TConformerRelPositionalEmbedding",
+                     {"speech_encoder_attention_heads": 4}),
+    "parakeet_encoder": ("ParakeetEncoderConfig", "parakeet.ParakeetEncoderAttention",
+                         "parakeet.ParakeetEncoderRelPositionalEncoding", {"num_key_value_heads": 4}),
+    "parakeet_encoder:no_bias": ("ParakeetEncoderConfig", "parakeet.ParakeetEncoderAttention",
+                                 "parakeet.ParakeetEncoderRelPositionalEncoding",
+                                 {"num_key_value_heads": 4, "attention_bias": False}),
+    "nemotron_asr_streaming_encoder": (
+        "NemotronAsrStreamingEncoderConfig", "nemotron_asr_streaming.NemotronAsrStreamingEncoderAttention",
+        "nemotron_asr_streaming.NemotronAsrStreamingEncoderRelPositionalEncoding",
+        {"num_key_value_heads": 4}),
+}  # fmt: skip
+
+
+def conformer_input():
+    """The hidden states `(2, CONFORMER_LENGTH, 32)` and the padding mask `(2, CONFORMER_LENGTH)`."""
+    hidden = np.random.RandomState(13).standard_normal((2, CONFORMER_LENGTH, CONFORMER_SIZES["hidden_size"]))
+    mask = np.ones((2, CONFORMER_LENGTH), dtype=bool)
+    mask[1, -CONFORMER_PADDED:] = False
+    return hidden, mask
+
+
+def modeling_class(dotted):
+    """transformers' class `folder.Class` of `models/folder/modeling_folder.py`."""
+    folder, name = dotted.split(".")
+    return getattr(importlib.import_module(f"transformers.models.{folder}.modeling_{folder}"), name)
+
+
+def conformer_attention():
+    """The Conformer encoders' self-attention with Transformer-XL's relative positions, whole: each
+    case's attention module built from its config with `module_weights` under its own names, in
+    float64 (its table too: built under float64 defaults), on `conformer_input`, given its table
+    module's output as its encoder gives it, and the padding as its encoder masks it (keys, as
+    `create_bidirectional_mask` gives wav2vec2's; queries and keys, as Parakeet's encoder gives
+    it; under SDPA, whose softmax stays float64). And each config class's defaults of the keys
+    `MultiHeadAttention.from_hf_config` reads."""
+    hidden, mask = conformer_input()
+    printed = {}
+    for name, (config_name, attention_name, table_name, extra) in CONFORMER_CASES.items():
+        model_type = name.split(":")[0]
+        given = {**CONFORMER_SIZES, **extra}
+        config = getattr(transformers, config_name)(**given)
+        config._attn_implementation = "sdpa" if model_type.startswith(("parakeet", "nemotron")) else "eager"
+        attention_class, table_class = modeling_class(attention_name), modeling_class(table_name)
+        torch.manual_seed(0)
+        saved = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            with float64_everywhere():
+                if model_type == "seamless_m4t":
+                    module = attention_class(config, use_position_embeddings=True)
+                elif model_type.startswith(("parakeet", "nemotron")):
+                    module = attention_class(config, 0)
+                else:
+                    module = attention_class(config)
+                module = module.double().eval()
+                shapes = {key: list(value.shape) for key, value in module.state_dict().items()}
+                module.load_state_dict({k: torch.tensor(v) for k, v in module_weights(shapes).items()})
+                states = torch.tensor(hidden)
+                table = table_class(config).double()(states)
+                keep = torch.tensor(mask)
+                with torch.no_grad():
+                    if model_type.startswith(("parakeet", "nemotron")):
+                        pairs = (keep[:, None, :] & keep[:, :, None])[:, None]
+                        output = module(states, position_embeddings=table, attention_mask=pairs)[0]
+                    else:
+                        blocked = torch.where(keep[:, None, None, :], 0.0, torch.finfo(torch.float64).min)
+                        output = module(states, attention_mask=blocked, relative_position_embeddings=table)[0]
+        finally:
+            torch.set_default_dtype(saved)
+        printed[name] = {
+            "config": given,
+            "class": attention_class.__name__,
+            "shapes": shapes,
+            "output": [float(f"{value:.12g}") for value in output.double().numpy().ravel()],
+        }
+    defaults = {}
+    for model_type in ("wav2vec2-conformer", "wav2vec2-bert", "seamless_m4t", "parakeet_encoder",
+                       "nemotron_asr_streaming_encoder"):  # fmt: skip
+        whole = transformers.CONFIG_MAPPING[model_type]().to_dict()
+        keys = ("hidden_size", "num_attention_heads", "speech_encoder_attention_heads", "num_key_value_heads",
+                "attention_bias", "position_embeddings_type")  # fmt: skip
+        defaults[model_type] = {key: whole[key] for key in keys if key in whole}
+    source = f"transformers {transformers.__version__}: the attention classes named per case, forward"
+    CONFORMER_ATTENTION.write_text(
+        json.dumps({"source": source, "cases": printed, "defaults": defaults}, separators=(",", ":")) + "\n"
+    )
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "rotations":
         rotations(sys.argv[2:])
@@ -1942,6 +2043,7 @@ if __name__ == "__main__":
             "encoder_plans": encoder_plans,
             "deberta": deberta,
             "deberta_attention": deberta_attention,
+            "conformer_attention": conformer_attention,
             "speech_plans": speech_plans,
             "position_ids": position_ids_all,
         }

@@ -63,6 +63,7 @@ from tf_posenc.interpolation import interpolate_position_embeddings
 from tf_posenc.layers.disentangled_position_bias import DisentangledPositionBias
 from tf_posenc.layers.head_normalization import HeadNormalization
 from tf_posenc.layers.multi_head_attention import GroupQueryAttention, MultiHeadAttention
+from tf_posenc.layers.transformer_xl_position_bias import TransformerXLPositionBias
 from tf_posenc.multimodal import mrope_positions, vision_position_ids
 from tf_posenc.packing import (
     context_parallel_order,
@@ -97,6 +98,7 @@ __all__ = [
     "RelativePositionBias",
     "RotaryEmbedding",
     "TimestepEmbedding",
+    "TransformerXLPositionBias",
     "VideoPositionalEncoding",
     "WindowPositionBias",
     "attention_log_scale",

@@ -45,6 +45,9 @@ _REFUSED = {
 }
 
 
+TYPES = (*DEFAULTS, *_REFUSED)
+
+
 class DebertaAttention(NamedTuple):
     """What a DeBERTa-v2 or SEW-D attention module is, for the layer and the weight loader."""
 

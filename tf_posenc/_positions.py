@@ -85,6 +85,18 @@ def values_at_hand():
     return not (torch.compiler.is_compiling() or torch.jit.is_tracing())
 
 
+def checked_not_positive(value, message):
+    """The int32 scalar `value` after checking that it is at most 0: at once where the values are
+    at hand (a `ValueError`) or eager (TensorFlow's `InvalidArgumentError`, as a graph gives), by
+    an `Assert` in a TensorFlow graph; compiled JAX cannot stop on a value, and is not checked."""
+    if values_at_hand():
+        _raise_unless(ops.convert_to_numpy(value), [(lambda v: v <= 0, message)], ValueError)
+        return value
+    if _graph_checks():
+        return _checked(value, [(lambda v: v <= 0, message)])
+    return value
+
+
 def is_python_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from tf_posenc import _hf_deberta, _validation
+from tf_posenc import _hf_conformer, _hf_deberta, _validation
 
 
 def _split_fused(module, fused):
@@ -83,6 +83,8 @@ def load_hf_attention_weights(layer, weights, prefix):
         )
     if isinstance(module, _hf_deberta.DebertaAttention):
         return _load_deberta(layer, module, weights, prefix)
+    if isinstance(module, _hf_conformer.ConformerAttention):
+        return _load_conformer(layer, module, weights, prefix)
     given = {name[len(prefix) :]: name for name in weights if name.startswith(prefix)}
     used = set()
 
@@ -276,6 +278,59 @@ def _load_deberta(layer, module, weights, prefix):
     if not layer.built:
         layer.build((None, None, hidden), (None, None, hidden))
     _assign(layer, values)
+
+
+def _load_conformer(layer, module, weights, prefix):
+    """A Conformer self-attention module under `prefix`: its projections, and with
+    Transformer-XL's positions `linear_pos` (`relative_k_proj`) and the biases u and v, into the
+    layer's `TransformerXLPositionBias`."""
+    names = {name[len(prefix) :]: name for name in weights if name.startswith(prefix)}
+    what = f"the attention module of model_type={module.model_type!r}"
+    take = _taker(weights, {f"{prefix}{n}": f for n, f in names.items()}, what)
+    hidden, heads, head_dim, roles = module.hidden_size, module.heads, module.head_dim, module.names
+    values, used = {}, set()
+
+    def matrix(role, rows, columns):
+        name = f"{prefix}{roles[role]}.weight"
+        used.add(f"{roles[role]}.weight")
+        return _shaped(take(name), (rows, columns), name)
+
+    def vector(role, suffix, size):
+        name = f"{prefix}{roles[role]}{suffix}"
+        used.add(f"{roles[role]}{suffix}")
+        return _shaped(take(name), (size,), name)
+
+    for role, dense in (("q", "query"), ("k", "key"), ("v", "value")):
+        values[f"{dense}/kernel"] = matrix(role, heads * head_dim, hidden).T.reshape(hidden, heads, head_dim)
+        if module.biases:
+            values[f"{dense}/bias"] = vector(role, ".bias", heads * head_dim).reshape(heads, head_dim)
+    values["attention_output/kernel"] = matrix("o", hidden, heads * head_dim).T.reshape(
+        heads, head_dim, hidden
+    )
+    if module.biases:
+        values["attention_output/bias"] = vector("o", ".bias", hidden)
+    bias_values = {}
+    if module.relative:
+        bias_values["linear_pos/kernel"] = matrix("pos", heads * head_dim, hidden).T.reshape(
+            hidden, heads, head_dim
+        )
+        for role, variable in (("u", "pos_bias_u"), ("v_bias", "pos_bias_v")):
+            name = f"{prefix}{roles[role]}"
+            used.add(roles[role])
+            bias_values[variable] = _shaped(take(name), (heads, head_dim), name)
+    unused = sorted(names[name] for name in set(names) - used)
+    if unused:
+        raise ValueError(
+            f"`weights` has {', '.join(f'`{name}`' for name in unused)} under `{prefix}`, which the layer "
+            f"built for model_type={module.model_type!r} does not use: its module has a mechanism the layer "
+            "lacks (a `linear_pos` bias, or positions its `position_embeddings_type` does not give), or the "
+            "prefix covers more than the attention module."
+        )
+    if not layer.built:
+        layer.build((None, None, hidden), (None, None, hidden))
+    _assign(layer, values)
+    if module.relative:
+        _assign(layer.position_bias, bias_values)
 
 
 def _norm_values(module, norm_layer, name, count, take, prefix):

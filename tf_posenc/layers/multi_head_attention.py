@@ -6,13 +6,23 @@ import math
 import keras
 from keras import ops
 
-from tf_posenc import _hf_attention, _hf_config, _hf_deberta, _kept, _positions, _validation, attention
+from tf_posenc import (
+    _hf_attention,
+    _hf_config,
+    _hf_conformer,
+    _hf_deberta,
+    _kept,
+    _positions,
+    _validation,
+    attention,
+)
 from tf_posenc.layers.alibi_bias import AlibiBias
 from tf_posenc.layers.disentangled_position_bias import DisentangledPositionBias
 from tf_posenc.layers.head_normalization import HeadNormalization
 from tf_posenc.layers.hf_plan import hf_attention_layers
 from tf_posenc.layers.relative_position_bias import RelativePositionBias
 from tf_posenc.layers.rotary_embedding import RotaryEmbedding
+from tf_posenc.layers.transformer_xl_position_bias import TransformerXLPositionBias
 
 # The constructor arguments this module adds to Keras's layers, in their order.
 _POSITION_ARGUMENTS = (
@@ -105,8 +115,9 @@ class PositionedAttentionMixin:
         self.position_bias = _optional_layer(
             "position_bias",
             position_bias,
-            (AlibiBias, RelativePositionBias, DisentangledPositionBias),
-            "an `AlibiBias`, `RelativePositionBias` or `DisentangledPositionBias`",
+            (AlibiBias, RelativePositionBias, DisentangledPositionBias, TransformerXLPositionBias),
+            "an `AlibiBias`, `RelativePositionBias`, `DisentangledPositionBias` or "
+            "`TransformerXLPositionBias`",
         )
         if self.position_bias is not None and self.position_bias.num_heads != self._heads:
             # A bias without heads would fail at the first call; one shared by layers of other
@@ -199,6 +210,14 @@ class PositionedAttentionMixin:
             self.position_bias.build()
         if self._disentangled():
             self._build_disentangled()
+        if (
+            isinstance(self.position_bias, TransformerXLPositionBias)
+            and self.position_bias.head_dim != self._head_dim
+        ):
+            raise ValueError(
+                f"`position_bias` must score the layer's heads of size {self._head_dim}: give it "
+                f"`head_dim={self._head_dim}`. Received: position_bias.head_dim={self.position_bias.head_dim}"
+            )
         if self.use_sinks:
             # gpt-oss's `sinks`: a logit per head that takes part in the softmax and weights no value.
             self.sinks = self.add_weight(name="sinks", shape=(self._heads,), initializer="zeros")
@@ -385,6 +404,9 @@ class PositionedAttentionMixin:
         bias = None
         if self._disentangled():
             bias = self._disentangled_bias(queries, keys, query_positions, key_positions)
+        elif isinstance(self.position_bias, TransformerXLPositionBias):
+            bias = self.position_bias.scores(queries, keys, query_positions, key_positions)
+            bias = bias * ops.convert_to_tensor(self._score_scale(), bias.dtype)
         elif self.position_bias is not None:
             bias = ops.cast(
                 self._bias(
@@ -759,18 +781,28 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
 
     @classmethod
     def from_hf_config(cls, config, layer_index, **kwargs):
-        """The self-attention of encoder layer `layer_index` of a DeBERTa-v2/v3 or SEW-D model
-        of Hugging Face transformers, with its disentangled position scores.
+        """The self-attention of encoder layer `layer_index` of a Hugging Face transformers
+        encoder whose positions act inside attention, as transformers 5.25 has it, bidirectional:
 
-        The module as transformers 5.25 has it (`DisentangledSelfAttention` and the output
-        projection `attention.output.dense`): `num_attention_heads` heads of
-        `attention_head_size` (or `hidden_size // num_attention_heads`), projections with biases,
-        bidirectional, the softmax scale `1 / sqrt(head_dim * (1 + len(pos_att_type)))`, and,
-        with `relative_attention`, a `DisentangledPositionBias` as `position_bias`. Pass the
-        encoder's one bias to every layer (`position_bias=bias`, from
-        `DisentangledPositionBias.from_hf_config`): it holds the table all layers share. The
-        residual LayerNorm of `attention.output` follows the layer in your block, as in BERT.
-        Decoders' attention is `GroupQueryAttention.from_hf_config`'s.
+        - **DeBERTa-v2/v3 and SEW-D** (`deberta-v2`, `sew-d`): `DisentangledSelfAttention` and the
+          output projection `attention.output.dense`; `num_attention_heads` heads of
+          `attention_head_size` (or `hidden_size // num_attention_heads`), projections with
+          biases, the softmax scale `1 / sqrt(head_dim * (1 + len(pos_att_type)))`, and, with
+          `relative_attention`, a `DisentangledPositionBias` as `position_bias`. Pass the
+          encoder's one bias to every layer (`position_bias=bias`, from
+          `DisentangledPositionBias.from_hf_config`): it holds the table all layers share. The
+          residual LayerNorm of `attention.output` follows the layer in your block, as in BERT.
+        - **Conformer speech encoders** (`wav2vec2-conformer`, `wav2vec2-bert` and
+          `seamless_m4t` with `position_embeddings_type="relative"`, `parakeet_encoder`,
+          `nemotron_asr_streaming_encoder`, or a config holding one as `encoder_config`: Parakeet
+          CTC/TDT, Canary, Cohere ASR, Nemotron streaming ASR): the self-attention module with its
+          own `TransformerXLPositionBias` (`linear_pos` / `relative_k_proj`, `pos_bias_u` /
+          `bias_u`, `pos_bias_v` / `bias_v`), scale `1 / sqrt(head_dim)`.
+
+        Relative attention of other kinds (Shaw's `relative_key`, Gemma's chunked audio
+        attention, XLNet, Funnel, DeBERTa v1) is refused by name. Load the weights with
+        `tf_posenc.load_hf_attention_weights`. Decoders' attention is
+        `GroupQueryAttention.from_hf_config`'s.
 
         Args:
             config: A config dict, a transformers config, a `config.json` or its folder.
@@ -789,9 +821,28 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
             >>> layers = [MultiHeadAttention.from_hf_config(config, i, position_bias=bias) for i in range(2)]
             >>> layers[1].position_bias is bias, layers[0].key_dim
             (True, 8)
+            >>> parakeet = {"model_type": "parakeet_encoder", "hidden_size": 32, "num_attention_heads": 4,
+            ...             "num_key_value_heads": 4, "num_hidden_layers": 2}
+            >>> layer = MultiHeadAttention.from_hf_config(parakeet, 1)
+            >>> type(layer.position_bias).__name__, layer.position_bias.head_dim
+            ('TransformerXLPositionBias', 8)
         """
-        module = _hf_deberta.read(config)
-        layers = _hf_config._as_dict(config).get("num_hidden_layers")
+        whole = _hf_config._as_dict(config)
+        model_type = whole.get("model_type")
+        conformer = model_type in _hf_conformer.TYPES
+        deberta = model_type in _hf_deberta.TYPES
+        if not (conformer or deberta):
+            raise ValueError(
+                "`config` must be an encoder whose positions act inside attention: DeBERTa-v2/v3 or SEW-D "
+                f"({sorted(_hf_deberta.DEFAULTS)}), or a Conformer speech encoder "
+                f"({sorted(_hf_conformer.DEFAULTS)}, "
+                "or a config holding one as `encoder_config`). Decoders' attention is "
+                f"`GroupQueryAttention.from_hf_config`'s. Received: model_type={model_type!r}"
+            )
+        module = (_hf_conformer if conformer else _hf_deberta).read(config)
+        if conformer and model_type != module.model_type:
+            whole = _hf_config._as_dict(whole.get("encoder_config") or {})
+        layers = whole.get("num_hidden_layers")
         upper = f"0 .. {layers - 1}" if isinstance(layers, int) and layers > 0 else "a non-negative integer"
         if (
             not _positions.is_python_int(layer_index)
@@ -802,6 +853,16 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
                 f"`layer_index` must be an encoder layer of the config, {upper}. "
                 f"{_validation.received('layer_index', layer_index)}"
             )
+        if conformer:
+            arguments = {"use_bias": module.biases, "is_causal": False}
+            if module.relative:
+                options = {"dtype": kwargs["dtype"]} if "dtype" in kwargs else {}
+                arguments["position_bias"] = TransformerXLPositionBias(
+                    module.heads, module.head_dim, module.hidden_size, **options
+                )
+            layer = cls(module.heads, module.head_dim, **{**arguments, **kwargs})
+            layer._hf_module = module
+            return layer
         arguments = {"use_bias": True, "is_causal": False}
         if module.bias_arguments:
             given = kwargs.get("position_bias")
