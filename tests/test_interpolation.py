@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import tf_posenc
 from tf_posenc import LearnedPatchPositionEmbedding, interpolate_position_embeddings
 
 # Printed by transformers 5.24.0 (torch 2.14.1): `ViTEmbeddings`, `Dinov2Embeddings`,
@@ -495,3 +496,60 @@ def test_resized_tables_serve_from_saved_model_litert_onnx_tf_keras(tmp_path):
     np.testing.assert_array_equal(
         old(tokens, grid=(6, 5)).numpy(), model.embedding(tokens, grid=(6, 5)).numpy()
     )
+
+
+def bert4keras_hierarchical(table, length, alpha):
+    """bert4keras's `PositionEmbedding` with `hierarchical=alpha` (the method of
+    keras-team/keras-hub#2190), restated in float64 NumPy: every position through the
+    decomposition, the first `n` too."""
+    table = table.astype(np.float64)
+    n = table.shape[0]
+    decomposed = (table - alpha * table[:1]) / (1 - alpha)
+    positions = np.arange(length)
+    return alpha * decomposed[positions // n] + (1 - alpha) * decomposed[positions % n]
+
+
+@pytest.mark.parametrize("alpha", [0.4, 0.1, 0.9], ids=["alpha-0.4", "alpha-0.1", "alpha-0.9"])
+def test_a_1d_table_extends_by_hierarchical_decomposition(alpha):
+    table = np.random.RandomState(3).standard_normal((64, 16)).astype("float32")
+    longer = tf_posenc.extend_position_embeddings(table, 64 * 64, alpha=alpha)
+    assert longer.shape == (4096, 16) and longer.dtype == np.float32
+    np.testing.assert_array_equal(longer[:64], table)  # the table's own rows, bit for bit
+    expected = bert4keras_hierarchical(table, 4096, alpha)
+    # The restatement recomputes the first rows too: equal to the table within rounding.
+    np.testing.assert_allclose(expected[:64], table, atol=1e-6)
+    # New rows: the float64 value rounded once.
+    np.testing.assert_array_equal(longer[64:], expected[64:].astype(np.float32))
+    # Within a block of 64 new positions the coarse row stays: neighbours differ as the table's
+    # rows do (the point of the method).
+    np.testing.assert_allclose(longer[64 * 5 + 7] - longer[64 * 5 + 6], table[7] - table[6], atol=1e-5)
+
+
+def test_a_roberta_table_keeps_its_padding_rows_and_serves_hf_position_ids():
+    # RoBERTa's table: rows 0 and 1 are padding (`pad_token_id=1`), positions start at row 2.
+    table = np.random.RandomState(4).standard_normal((514, 8))
+    longer = tf_posenc.extend_position_embeddings(table, 2 + 1024, num_prefix_rows=2)
+    np.testing.assert_array_equal(longer[:514], table)
+    np.testing.assert_allclose(longer[2:], bert4keras_hierarchical(table[2:], 1024, 0.4), atol=1e-12)
+    ids = np.full((1, 1024), 5)
+    rows = tf_posenc.hf_position_ids({"model_type": "roberta", "max_position_embeddings": 1026}, ids)
+    assert int(np.asarray(rows).max()) == 1025  # within the extended table
+    embedding = keras.layers.Embedding(len(longer), 8, weights=[longer], dtype="float64")
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(embedding(rows))[0, :512], table[2:514])
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"length": 64 * 64 + 1}, "`length` must be between the table's 64 rows and 4096"),
+        ({"length": 63}, "`length` must be between"),
+        ({"length": 128, "alpha": 1.0}, "`alpha` must be below 1"),
+        ({"length": 128, "alpha": 0.0}, "`alpha` must be a finite number greater than 0"),
+        ({"length": 128, "num_prefix_rows": 63}, "at least 2 position rows"),
+    ],
+    ids=["too-long", "shorter", "alpha-1", "alpha-0", "all-prefix"],
+)
+def test_bad_extension_arguments_are_named(arguments, message):
+    table = np.zeros((64, 4), "float32")
+    with pytest.raises(ValueError, match=message):
+        tf_posenc.extend_position_embeddings(table, **arguments)

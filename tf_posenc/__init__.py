@@ -59,7 +59,7 @@ from tf_posenc._positions import positions_from_mask
 from tf_posenc.attention import attention_log_scale, attention_mask, attention_temperature
 from tf_posenc.deberta import deberta_relative_positions
 from tf_posenc.hf_weights import load_hf_attention_weights
-from tf_posenc.interpolation import interpolate_position_embeddings
+from tf_posenc.interpolation import extend_position_embeddings, interpolate_position_embeddings
 from tf_posenc.layers.disentangled_position_bias import DisentangledPositionBias
 from tf_posenc.layers.head_normalization import HeadNormalization
 from tf_posenc.layers.multi_head_attention import GroupQueryAttention, MultiHeadAttention
@@ -107,6 +107,7 @@ __all__ = [
     "context_parallel_order",
     "context_parallel_positions",
     "deberta_relative_positions",
+    "extend_position_embeddings",
     "get_angles",
     "grid_positions",
     "hf_attention_layers",

@@ -1,4 +1,5 @@
-"""Learned position tables resized to a grid, as each published model resizes its own.
+"""Learned position tables resized to a grid, as each published model resizes its own, and 1-D
+tables extended to more positions than they were trained on.
 
 ViT, DINOv2 and SigLIP learn one embedding per patch of their pretraining grid and, for another
 image size, resize the table with torch's bicubic interpolation (`a = -0.75`, `align_corners=False`,
@@ -178,3 +179,72 @@ def interpolate_position_embeddings(
     resized = ops.reshape(ops.cast(resized, dtype), (-1, table.shape[-1]))
     result = ops.concatenate([table[:num_prefix_tokens], resized], axis=0)
     return ops.expand_dims(result, 0) if batched else result
+
+
+def extend_position_embeddings(embeddings, length, alpha=0.4, num_prefix_rows=0):
+    """A learned 1-D position table extended to `length` rows by hierarchical decomposition: the
+    rows it had are kept exactly, and the new ones are built from them.
+
+    Su Jianlin's hierarchical decomposition (bert4keras's `hierarchical_position`, proposed for
+    keras-hub's `PositionEmbedding` in keras-team/keras-hub#2190): with the table's `n` rows
+    `p_0 .. p_{n-1}`, let `u_i = (p_i - alpha * p_0) / (1 - alpha)`; position `i * n + j` reads
+    `alpha * u_i + (1 - alpha) * u_j`. For `i = 0` that is `p_j`, so the first `n` positions are
+    unchanged (copied here, bit for bit), and the table reaches `n * n` positions. Each new row
+    is computed in float64 and rounded once to the table's dtype.
+
+    A table whose first rows are not positions (RoBERTa's padding rows, BART's and OPT's offset
+    of 2; `tf_posenc.hf_position_ids` reads past them) keeps them as they are:
+    `num_prefix_rows` says how many, and the decomposition runs over the rest.
+
+    Args:
+        embeddings: Float array or tensor `(rows, dim)` (for example `embedding.embeddings` of a
+            `keras.layers.Embedding` holding transformers' `position_embeddings.weight`).
+        length: Integer. The rows of the extended table, prefix rows included: at least the
+            table's, at most `num_prefix_rows + (rows - num_prefix_rows) ** 2`.
+        alpha: Float in (0, 1): the weight of the coarse position `i`. Defaults to `0.4`
+            (bert4keras's).
+        num_prefix_rows: Integer. Rows before the positions' (RoBERTa's and BART's 2). Defaults
+            to `0`.
+
+    Returns:
+        A NumPy array `(length, dim)` in the dtype of `embeddings`.
+
+    Example:
+
+        >>> import numpy as np
+        >>> table = np.random.RandomState(0).standard_normal((512, 8)).astype("float32")
+        >>> longer = extend_position_embeddings(table, 2048)
+        >>> longer.shape, bool(np.all(longer[:512] == table))
+        ((2048, 8), True)
+        >>> expected = 0.4 * (table[1] - 0.4 * table[0]) / 0.6 + (table[3] - 0.4 * table[0])
+        >>> bool(np.allclose(longer[512 + 3], expected, atol=1e-6))
+        True
+    """
+    table = np.asarray(keras.ops.convert_to_numpy(embeddings))
+    if table.dtype.kind != "f":
+        raise TypeError(f"`embeddings` must be floating-point. Received: embeddings.dtype={table.dtype}")
+    if table.ndim != 2:
+        raise ValueError(
+            f"`embeddings` must have shape (rows, dim). Received: embeddings.shape={table.shape}"
+        )
+    prefix = _validation.non_negative_int("num_prefix_rows", num_prefix_rows)
+    positions = table.shape[0] - prefix
+    if positions < 2:
+        raise ValueError(
+            f"`embeddings` must hold at least 2 position rows after its {prefix} prefix rows "
+            f"(`num_prefix_rows`). Received: embeddings.shape={table.shape}"
+        )
+    length = _validation.positive_int("length", length)
+    if not table.shape[0] <= length <= prefix + positions**2:
+        raise ValueError(
+            f"`length` must be between the table's {table.shape[0]} rows and {prefix + positions**2} "
+            f"({prefix} prefix rows and {positions} ** 2 positions). {_validation.received('length', length)}"
+        )
+    alpha = _validation.number_at_least("alpha", alpha, 0.0, strict=True)
+    if alpha >= 1.0:
+        raise ValueError(f"`alpha` must be below 1. {_validation.received('alpha', alpha)}")
+    rows = table[prefix:].astype(np.float64)
+    decomposed = (rows - alpha * rows[:1]) / (1.0 - alpha)
+    new = np.arange(positions, length - prefix)
+    extended = alpha * decomposed[new // positions] + (1.0 - alpha) * decomposed[new % positions]
+    return np.concatenate([table, extended.astype(table.dtype)], axis=0)
