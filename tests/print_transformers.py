@@ -20,6 +20,7 @@ the test environment), from the repository's root:
     python tests/print_transformers.py deberta     # writes tests/transformers_deberta_5_25.json
     python tests/print_transformers.py deberta_attention  # writes transformers_deberta_attention_5_25.json
     python tests/print_transformers.py conformer_attention  # writes ..._conformer_attention_5_25.json
+    python tests/print_transformers.py detr_sine   # writes tests/transformers_detr_sine_5_25.json
     python tests/print_transformers.py position_ids  # writes tests/transformers_position_ids_5_25.json
     python tests/print_transformers.py module_defaults  # writes tf_posenc/_hf_module_defaults.py
                                                         # (then `ruff format` it)
@@ -2023,6 +2024,83 @@ def conformer_attention():
     )
 
 
+DETR_SINE = pathlib.Path(__file__).parent / "transformers_detr_sine_5_25.json"
+DETR_FEATURES = 8  # per axis: d_model 16
+
+
+def detr_mask():
+    """The pixel mask `(2, 5, 7)` of `detr_sine`: the second example padded at the bottom (2 rows)
+    and on the right (2 columns)."""
+    mask = np.ones((2, 5, 7), dtype=bool)
+    mask[1, 3:, :] = False
+    mask[1, :, 5:] = False
+    return mask
+
+
+def detr_sine():
+    """The detection models' 2-D sine embeddings on `detr_mask`, from their own classes: the
+    DETR family's (float64, each class), Table Transformer's, Grounding DINO's and DAB-DETR's
+    (float32 whatever the dtype: their code says so), and RT-DETR's and OmDet-Turbo's mask-free
+    tables (float64). Channels first, as transformers returns them."""
+    from transformers.models.conditional_detr import modeling_conditional_detr as conditional
+    from transformers.models.dab_detr import modeling_dab_detr as dab
+    from transformers.models.deformable_detr import modeling_deformable_detr as deformable
+    from transformers.models.detr import modeling_detr as detr
+    from transformers.models.grounding_dino import modeling_grounding_dino as grounding
+    from transformers.models.mask2former import modeling_mask2former as mask2former
+    from transformers.models.maskformer import modeling_maskformer as maskformer
+    from transformers.models.omdet_turbo import modeling_omdet_turbo as omdet
+    from transformers.models.oneformer import modeling_oneformer as oneformer
+    from transformers.models.rt_detr import modeling_rt_detr as rt_detr
+    from transformers.models.sam2 import modeling_sam2 as sam2
+    from transformers.models.table_transformer import modeling_table_transformer as table
+
+    mask = torch.tensor(detr_mask())
+    shape = torch.Size([2, 2 * DETR_FEATURES, 5, 7])
+    pixels = torch.zeros(2, 3, 5, 7, dtype=torch.float64)
+    d = 2 * DETR_FEATURES
+
+    def with_shape(module_class, **options):  # the DETR family's call: (shape, device, dtype, mask)
+        return lambda: module_class(DETR_FEATURES, **options)(shape, "cpu", torch.float64, mask.clone())
+
+    grounding_config = transformers.GroundingDinoConfig(d_model=d, positional_embedding_temperature=20)
+    dab_config = transformers.DabDetrConfig(hidden_size=d, temperature_height=30, temperature_width=10)
+    calls = {
+        "detr": with_shape(detr.DetrSinePositionEmbedding, normalize=True),
+        "detr:no_mask": lambda: detr.DetrSinePositionEmbedding(DETR_FEATURES, normalize=True)(
+            shape, "cpu", torch.float64),
+        "detr:not_normalized": with_shape(detr.DetrSinePositionEmbedding),
+        "conditional_detr": with_shape(conditional.ConditionalDetrSinePositionEmbedding, normalize=True),
+        "maskformer": with_shape(maskformer.MaskFormerSinePositionEmbedding, normalize=True),
+        "mask2former": with_shape(mask2former.Mask2FormerSinePositionEmbedding, normalize=True),
+        "oneformer": with_shape(oneformer.OneFormerSinePositionEmbedding, normalize=True),
+        "sam2": with_shape(sam2.Sam2SinePositionEmbedding, normalize=True),
+        "deformable_detr": with_shape(deformable.DeformableDetrSinePositionEmbedding, normalize=True),
+        "table-transformer": lambda: table.TableTransformerSinePositionEmbedding(
+            DETR_FEATURES, normalize=True)(pixels, mask.clone()),
+        "grounding-dino": lambda: grounding.GroundingDinoSinePositionEmbedding(grounding_config)(
+            pixels, mask.clone()),
+        "dab-detr": lambda: dab.DabDetrSinePositionEmbedding(dab_config)(pixels, mask.clone()),
+        "rt_detr": lambda: rt_detr.RTDetrSinePositionEmbedding(embed_dim=d, temperature=10000)(
+            width=7, height=5, device=torch.device("cpu"), dtype=torch.float64),
+        "omdet-turbo": lambda: omdet.OmDetTurboHybridEncoder.build_2d_sincos_position_embedding(
+            7, 5, d, 10000.0, device="cpu", dtype=torch.float64),
+        "omdet-turbo:square": lambda: omdet.OmDetTurboHybridEncoder.build_2d_sincos_position_embedding(
+            6, 6, d, 10000.0, device="cpu", dtype=torch.float64),
+    }  # fmt: skip
+    printed = {}
+    for name, call in calls.items():
+        with torch.no_grad():
+            output = call()
+        printed[name] = {
+            "shape": list(output.shape),
+            "dtype": str(output.dtype).replace("torch.", ""),
+            "output": [float(f"{value:.17g}") for value in output.double().numpy().ravel()],
+        }
+    source = f"transformers {transformers.__version__}: each model's sine position embedding class, forward"
+    DETR_SINE.write_text(json.dumps({"source": source, "cases": printed}, separators=(",", ":")) + "\n")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "rotations":
         rotations(sys.argv[2:])
@@ -2044,6 +2122,7 @@ if __name__ == "__main__":
             "deberta": deberta,
             "deberta_attention": deberta_attention,
             "conformer_attention": conformer_attention,
+            "detr_sine": detr_sine,
             "speech_plans": speech_plans,
             "position_ids": position_ids_all,
         }

@@ -58,6 +58,7 @@ else:
 from tf_posenc._positions import positions_from_mask
 from tf_posenc.attention import attention_log_scale, attention_mask, attention_temperature
 from tf_posenc.deberta import deberta_relative_positions
+from tf_posenc.detection import detr_sine_embedding
 from tf_posenc.hf_weights import load_hf_attention_weights
 from tf_posenc.interpolation import extend_position_embeddings, interpolate_position_embeddings
 from tf_posenc.layers.disentangled_position_bias import DisentangledPositionBias
@@ -107,6 +108,7 @@ __all__ = [
     "context_parallel_order",
     "context_parallel_positions",
     "deberta_relative_positions",
+    "detr_sine_embedding",
     "extend_position_embeddings",
     "get_angles",
     "grid_positions",
