@@ -21,6 +21,7 @@ the test environment), from the repository's root:
     python tests/print_transformers.py deberta_attention  # writes transformers_deberta_attention_5_25.json
     python tests/print_transformers.py conformer_attention  # writes ..._conformer_attention_5_25.json
     python tests/print_transformers.py detr_sine   # writes tests/transformers_detr_sine_5_25.json
+    python tests/print_transformers.py sam_attention  # writes tests/transformers_sam_attention_5_25.json
     python tests/print_transformers.py position_ids  # writes tests/transformers_position_ids_5_25.json
     python tests/print_transformers.py module_defaults  # writes tf_posenc/_hf_module_defaults.py
                                                         # (then `ruff format` it)
@@ -2101,6 +2102,86 @@ def detr_sine():
     DETR_SINE.write_text(json.dumps({"source": source, "cases": printed}, separators=(",", ":")) + "\n")
 
 
+SAM_ATTENTION = pathlib.Path(__file__).parent / "transformers_sam_attention_5_25.json"
+SAM_SIZES = {"hidden_size": 32, "num_attention_heads": 2, "image_size": 16, "patch_size": 4,
+             "num_hidden_layers": 3, "window_size": 2}  # fmt: skip
+# (config, attention class, the module's window_size or input_size argument, the grid of the call)
+SAM_CASES = {
+    "sam_vision_model:global": ("SamVisionConfig", "sam.SamVisionSdpaAttention", 0, (1, 4, 4)),
+    "sam_vision_model:window": ("SamVisionConfig", "sam.SamVisionSdpaAttention", 2, (3, 2, 2)),
+    "sam_vision_model:resized": ("SamVisionConfig", "sam.SamVisionSdpaAttention", 0, (1, 5, 6)),
+    "sam_vision_model:no_qkv_bias": ("SamVisionConfig", "sam.SamVisionSdpaAttention", 0, (1, 4, 4)),
+    "sam_hq_vision_model:global": ("SamHQVisionConfig", "sam_hq.SamHQVisionSdpaAttention", 0, (1, 4, 4)),
+    "vitdet:global": ("VitDetConfig", "vitdet.VitDetAttention", (4, 4), (1, 4, 4)),
+    "vitdet:resized": ("VitDetConfig", "vitdet.VitDetAttention", (4, 4), (2, 3, 7)),
+}  # fmt: skip
+
+
+def sam_attention():
+    """SAM's and ViTDet's vision attention with decomposed relative positions, whole: each case's
+    module from its config with `module_weights` under its own names, in float64 (SAM's SDPA
+    classes and ViTDet's, whose softmax stays float64), on a grid of random features; and SAM's and
+    SAM 2's random Fourier features of points and of the image-wide grid, with a fixed matrix."""
+    printed = {}
+    for name, (config_name, attention_name, size, grid) in SAM_CASES.items():
+        model_type = name.split(":")[0]
+        extra = {"qkv_bias": False} if name.endswith("no_qkv_bias") else {}
+        if model_type == "vitdet":
+            extra["use_relative_position_embeddings"] = True
+        config = getattr(transformers, config_name)(**SAM_SIZES, **extra)
+        attention_class = modeling_class(attention_name)
+        torch.manual_seed(0)
+        with float64_everywhere():
+            if model_type == "vitdet":
+                module = attention_class(config, input_size=size)
+            else:
+                module = attention_class(config, window_size=size)
+            module = module.double().eval()
+            shapes = {key: list(value.shape) for key, value in module.state_dict().items()}
+            module.load_state_dict({k: torch.tensor(v) for k, v in module_weights(shapes).items()})
+            states = torch.tensor(np.random.RandomState(17).standard_normal((*grid, 32)))
+            with torch.no_grad():
+                output = module(states)
+        output = output[0] if isinstance(output, tuple) else output
+        printed[name] = {
+            "config": {**SAM_SIZES, **extra},
+            "size": list(size) if isinstance(size, tuple) else size,
+            "grid": list(grid),
+            "class": attention_class.__name__,
+            "shapes": shapes,
+            "output": [float(f"{value:.12g}") for value in output.double().numpy().ravel()],
+        }
+    fourier = {}
+    matrix = torch.tensor(np.random.RandomState(19).standard_normal((2, 8)))
+    points = torch.tensor([[[[10.0, 20.0], [1023.5, 0.0], [511.0, 700.25]]]], dtype=torch.float64)
+    for name, class_name in (("sam", "sam.SamPositionalEmbedding"), ("sam2", "sam2.Sam2PositionalEmbedding")):
+        module_class = modeling_class(class_name)
+        config = (transformers.SamVisionConfig(num_pos_feats=8) if name == "sam"
+                  else transformers.Sam2PromptEncoderConfig(hidden_size=16))  # fmt: skip
+        module = module_class(config).double()
+        with torch.no_grad():
+            module.positional_embedding.copy_(matrix)
+            shifted = module(points + 0.5, (1024, 1024))  # the prompt encoder's pixel centres
+            height, width = 3, 5  # `get_image_wide_positional_embeddings`' grid of cell centres
+            grid = torch.ones((height, width), dtype=torch.float64)
+            y = (grid.cumsum(dim=0) - 0.5) / height
+            x = (grid.cumsum(dim=1) - 0.5) / width
+            image_wide = module(torch.stack([x, y], dim=-1))
+        fourier[name] = {
+            "points": shifted.numpy().ravel().tolist(),
+            "image_wide": image_wide.numpy().ravel().tolist(),
+        }
+    version = transformers.__version__
+    source = f"transformers {version}: the attention classes named per case, and *PositionalEmbedding"
+    SAM_ATTENTION.write_text(
+        json.dumps(
+            {"source": source, "cases": printed, "fourier": fourier, "matrix": matrix.numpy().tolist()},
+            separators=(",", ":"),
+        )
+        + "\n"
+    )
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "rotations":
         rotations(sys.argv[2:])
@@ -2123,6 +2204,7 @@ if __name__ == "__main__":
             "deberta_attention": deberta_attention,
             "conformer_attention": conformer_attention,
             "detr_sine": detr_sine,
+            "sam_attention": sam_attention,
             "speech_plans": speech_plans,
             "position_ids": position_ids_all,
         }

@@ -61,6 +61,7 @@ from tf_posenc.deberta import deberta_relative_positions
 from tf_posenc.detection import detr_sine_embedding
 from tf_posenc.hf_weights import load_hf_attention_weights
 from tf_posenc.interpolation import extend_position_embeddings, interpolate_position_embeddings
+from tf_posenc.layers.decomposed_position_bias import DecomposedPositionBias
 from tf_posenc.layers.disentangled_position_bias import DisentangledPositionBias
 from tf_posenc.layers.head_normalization import HeadNormalization
 from tf_posenc.layers.multi_head_attention import GroupQueryAttention, MultiHeadAttention
@@ -87,6 +88,7 @@ __all__ = [
     "AlibiBias",
     "AxialRotaryEmbedding",
     "ContinuousPositionBias",
+    "DecomposedPositionBias",
     "DisentangledPositionBias",
     "GroupQueryAttention",
     "HeadNormalization",

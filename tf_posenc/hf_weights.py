@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from tf_posenc import _hf_conformer, _hf_deberta, _validation
+from tf_posenc import _hf_conformer, _hf_deberta, _hf_decomposed, _validation
 
 
 def _split_fused(module, fused):
@@ -85,6 +85,8 @@ def load_hf_attention_weights(layer, weights, prefix):
         return _load_deberta(layer, module, weights, prefix)
     if isinstance(module, _hf_conformer.ConformerAttention):
         return _load_conformer(layer, module, weights, prefix)
+    if isinstance(module, _hf_decomposed.DecomposedAttention):
+        return _load_decomposed(layer, module, weights, prefix)
     given = {name[len(prefix) :]: name for name in weights if name.startswith(prefix)}
     used = set()
 
@@ -331,6 +333,47 @@ def _load_conformer(layer, module, weights, prefix):
     _assign(layer, values)
     if module.relative:
         _assign(layer.position_bias, bias_values)
+
+
+def _load_decomposed(layer, module, weights, prefix):
+    """A SAM-style or ViTDet attention under `prefix`: its fused `qkv` (rows `[q; k; v]`, each head
+    by head), `proj`, and `rel_pos_h` / `rel_pos_w` into the layer's `DecomposedPositionBias`."""
+    names = {name[len(prefix) :]: name for name in weights if name.startswith(prefix)}
+    what = f"the attention of model_type={module.model_type!r}"
+    take = _taker(weights, {f"{prefix}{n}": f for n, f in names.items()}, what)
+    hidden, heads, head_dim = module.hidden_size, module.heads, module.head_dim
+    used = {"qkv.weight", "proj.weight", "proj.bias"}
+    fused = _shaped(take(f"{prefix}qkv.weight"), (3 * hidden, hidden), f"{prefix}qkv.weight")
+    biases = np.zeros(3 * hidden)
+    if module.biases:
+        used.add("qkv.bias")
+        biases = _shaped(take(f"{prefix}qkv.bias"), (3 * hidden,), f"{prefix}qkv.bias")
+    values = {}
+    for index, dense in enumerate(("query", "key", "value")):
+        rows = slice(index * hidden, (index + 1) * hidden)
+        values[f"{dense}/kernel"] = fused[rows].T.reshape(hidden, heads, head_dim)
+        values[f"{dense}/bias"] = biases[rows].reshape(heads, head_dim)
+    output = _shaped(take(f"{prefix}proj.weight"), (hidden, hidden), f"{prefix}proj.weight")
+    values["attention_output/kernel"] = output.T.reshape(heads, head_dim, hidden)
+    values["attention_output/bias"] = _shaped(take(f"{prefix}proj.bias"), (hidden,), f"{prefix}proj.bias")
+    tables = {}
+    if module.relative:
+        for name, side in zip(("rel_pos_h", "rel_pos_w"), module.input_size, strict=True):
+            used.add(name)
+            tables[name] = _shaped(take(f"{prefix}{name}"), (2 * side - 1, head_dim), f"{prefix}{name}")
+    unused = sorted(names[name] for name in set(names) - used)
+    if unused:
+        raise ValueError(
+            f"`weights` has {', '.join(f'`{name}`' for name in unused)} under `{prefix}`, which the layer "
+            f"built for model_type={module.model_type!r} does not use (`use_rel_pos` and "
+            "`use_relative_position_embeddings` say whether it has relative tables, `qkv_bias` whether "
+            "`qkv` has a bias), or the prefix covers more than the attention module."
+        )
+    if not layer.built:
+        layer.build((None, None, hidden), (None, None, hidden))
+    _assign(layer, values)
+    if module.relative:
+        _assign(layer.position_bias, tables)
 
 
 def _norm_values(module, norm_layer, name, count, take, prefix):

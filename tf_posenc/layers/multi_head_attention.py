@@ -11,12 +11,14 @@ from tf_posenc import (
     _hf_config,
     _hf_conformer,
     _hf_deberta,
+    _hf_decomposed,
     _kept,
     _positions,
     _validation,
     attention,
 )
 from tf_posenc.layers.alibi_bias import AlibiBias
+from tf_posenc.layers.decomposed_position_bias import DecomposedPositionBias
 from tf_posenc.layers.disentangled_position_bias import DisentangledPositionBias
 from tf_posenc.layers.head_normalization import HeadNormalization
 from tf_posenc.layers.hf_plan import hf_attention_layers
@@ -115,9 +117,15 @@ class PositionedAttentionMixin:
         self.position_bias = _optional_layer(
             "position_bias",
             position_bias,
-            (AlibiBias, RelativePositionBias, DisentangledPositionBias, TransformerXLPositionBias),
-            "an `AlibiBias`, `RelativePositionBias`, `DisentangledPositionBias` or "
-            "`TransformerXLPositionBias`",
+            (
+                AlibiBias,
+                RelativePositionBias,
+                DisentangledPositionBias,
+                TransformerXLPositionBias,
+                DecomposedPositionBias,
+            ),
+            "an `AlibiBias`, `RelativePositionBias`, `DisentangledPositionBias`, "
+            "`TransformerXLPositionBias` or `DecomposedPositionBias`",
         )
         if self.position_bias is not None and self.position_bias.num_heads != self._heads:
             # A bias without heads would fail at the first call; one shared by layers of other
@@ -211,7 +219,7 @@ class PositionedAttentionMixin:
         if self._disentangled():
             self._build_disentangled()
         if (
-            isinstance(self.position_bias, TransformerXLPositionBias)
+            isinstance(self.position_bias, (TransformerXLPositionBias, DecomposedPositionBias))
             and self.position_bias.head_dim != self._head_dim
         ):
             raise ValueError(
@@ -407,6 +415,9 @@ class PositionedAttentionMixin:
         elif isinstance(self.position_bias, TransformerXLPositionBias):
             bias = self.position_bias.scores(queries, keys, query_positions, key_positions)
             bias = bias * ops.convert_to_tensor(self._score_scale(), bias.dtype)
+        elif isinstance(self.position_bias, DecomposedPositionBias):
+            # Of the query before the softmax scale, as ViTDet's and SAM's: added to the scaled q . k.
+            bias = self.position_bias.scores(queries, query_positions, key_positions)
         elif self.position_bias is not None:
             bias = ops.cast(
                 self._bias(
@@ -780,6 +791,30 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
         return super()._with_cache(cache, **arguments)
 
     @classmethod
+    def _from_decomposed(cls, config, layer_index, kwargs):
+        module = _hf_decomposed.read(config, layer_index)
+        arguments = {"use_bias": True, "is_causal": False}  # `proj` has a bias, whatever `qkv_bias`
+        given = kwargs.get("position_bias")
+        if module.relative and given is None:
+            options = {"dtype": kwargs["dtype"]} if "dtype" in kwargs else {}
+            arguments["position_bias"] = DecomposedPositionBias(
+                module.heads, module.head_dim, module.input_size, **options
+            )
+        elif given is not None and (
+            not module.relative
+            or not isinstance(given, DecomposedPositionBias)
+            or (given.head_dim, given.input_size) != (module.head_dim, module.input_size)
+        ):
+            raise ValueError(
+                f"`position_bias` must be a `DecomposedPositionBias` of head_dim={module.head_dim} and "
+                f"input_size={module.input_size} (layer {layer_index}'s tables), with `grid_size` the calls' "
+                f"grid. {_validation.received('position_bias', given)}"
+            )
+        layer = cls(module.heads, module.head_dim, **{**arguments, **kwargs})
+        layer._hf_module = module
+        return layer
+
+    @classmethod
     def from_hf_config(cls, config, layer_index, **kwargs):
         """The self-attention of encoder layer `layer_index` of a Hugging Face transformers
         encoder whose positions act inside attention, as transformers 5.25 has it, bidirectional:
@@ -798,6 +833,13 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
           CTC/TDT, Canary, Cohere ASR, Nemotron streaming ASR): the self-attention module with its
           own `TransformerXLPositionBias` (`linear_pos` / `relative_k_proj`, `pos_bias_u` /
           `bias_u`, `pos_bias_v` / `bias_v`), scale `1 / sqrt(head_dim)`.
+        - **SAM-style and ViTDet vision encoders** (`sam_vision_model`, `sam_hq_vision_model`,
+          `got_ocr2_vision`, `slanext_vision`, `pp_formulanet_vision`, `vitdet`, or a config holding
+          one as `vision_config`: SAM, SAM-HQ, GOT-OCR 2, SLANeXt, PP-FormulaNet): the layer's
+          attention (its window's, or the whole grid's in a global layer) with a
+          `DecomposedPositionBias` for the grid its tables are learned for. Its tokens are the
+          grid's cells (or a window's) row by row. For another grid (a resized image), pass
+          `position_bias=DecomposedPositionBias(heads, head_dim, input_size, grid_size=...)`.
 
         Relative attention of other kinds (Shaw's `relative_key`, Gemma's chunked audio
         attention, XLNet, Funnel, DeBERTa v1) is refused by name. Load the weights with
@@ -827,16 +869,21 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
             >>> type(layer.position_bias).__name__, layer.position_bias.head_dim
             ('TransformerXLPositionBias', 8)
         """
+        if kwargs.get("position_bias", 0) is None:  # "the one the config gives"
+            kwargs = {name: value for name, value in kwargs.items() if name != "position_bias"}
         whole = _hf_config._as_dict(config)
         model_type = whole.get("model_type")
         conformer = model_type in _hf_conformer.TYPES
         deberta = model_type in _hf_deberta.TYPES
+        if model_type in _hf_decomposed.TYPES:
+            return cls._from_decomposed(config, layer_index, kwargs)
         if not (conformer or deberta):
             raise ValueError(
                 "`config` must be an encoder whose positions act inside attention: DeBERTa-v2/v3 or SEW-D "
                 f"({sorted(_hf_deberta.DEFAULTS)}), or a Conformer speech encoder "
                 f"({sorted(_hf_conformer.DEFAULTS)}, "
-                "or a config holding one as `encoder_config`). Decoders' attention is "
+                "or a config holding one as `encoder_config`), or a SAM-style vision encoder "
+                f"({sorted(_hf_decomposed.DEFAULTS)}). Decoders' attention is "
                 f"`GroupQueryAttention.from_hf_config`'s. Received: model_type={model_type!r}"
             )
         module = (_hf_conformer if conformer else _hf_deberta).read(config)
