@@ -13,7 +13,7 @@ import pytest
 from fingerprints import module_weights
 
 import tf_posenc
-from tf_posenc import _hf_decomposed
+from tf_posenc import _hf_decomposed, _rows
 from tf_posenc.layers.decomposed_position_bias import DecomposedPositionBias
 
 PRINTED = json.loads((pathlib.Path(__file__).parent / "transformers_sam_attention_5_25.json").read_text())
@@ -165,3 +165,64 @@ def test_a_call_of_another_grid_is_refused_without_positions():
     bias = DecomposedPositionBias(2, 8, 4)
     with pytest.raises(ValueError, match=r"the 4 x 4 grid's 16 cells \(`grid_size`\)"):
         bias(np.zeros((1, 15, 2, 8)))
+
+
+def exact_features(coordinates, matrix):
+    """`[sin | cos](2 pi c G)` of float64 `c` `(..., 2)`, each turn `c G` reduced exactly (as
+    fractions) before its sine: the values to round once."""
+    from fractions import Fraction
+
+    flat = coordinates.reshape(-1, 2)
+    out = np.zeros((len(flat), 2 * matrix.shape[1]))
+    for row, (x, y) in enumerate(flat):
+        for feature in range(matrix.shape[1]):
+            turns = Fraction(float(x)) * Fraction(float(matrix[0, feature])) + Fraction(float(y)) * Fraction(
+                float(matrix[1, feature])
+            )
+            angle = 2 * np.pi * float(turns - (turns.numerator // turns.denominator))
+            out[row, feature], out[row, matrix.shape[1] + feature] = np.sin(angle), np.cos(angle)
+    return out.reshape(*coordinates.shape[:-1], -1)
+
+
+@pytest.mark.parametrize("model", ["sam", "sam2"])
+def test_fourier_features_are_sams(model):
+    matrix = np.array(PRINTED["matrix"])
+    printed = PRINTED["fourier"][model]
+    layer = tf_posenc.FourierPositionEmbedding(num_pos_feats=8, dtype="float64")
+    layer.build()
+    layer.set_weights([matrix])
+    points = np.array([[[[10.0, 20.0], [1023.5, 0.0], [511.0, 700.25]]]]) + 0.5  # the prompt encoder's
+    ours = keras.ops.convert_to_numpy(layer(points, input_shape=(1024, 1024)))
+    # float64 rows carry the route's error (`row_error_bound`, 2**-36 with the rounding's), and
+    # transformers' its float64 angle's.
+    bound = _rows.row_error_bound("float64")
+    np.testing.assert_allclose(ours.ravel(), printed["points"], rtol=0, atol=bound)
+    image_wide = keras.ops.convert_to_numpy(layer.image_wide(3, 5))
+    theirs = np.array(printed["image_wide"]).reshape(3, 5, 16)
+    np.testing.assert_allclose(image_wide, theirs, rtol=0, atol=bound)
+    # Each float32 value is the exact one rounded once: the turns are never a float32 product.
+    single = tf_posenc.FourierPositionEmbedding(num_pos_feats=8)
+    single.build()
+    single.set_weights([matrix.astype(np.float32)])
+    grid = (np.stack(np.meshgrid(np.arange(5) + 0.5, np.arange(3) + 0.5), -1) / [5, 3]) * 2 - 1
+    expected = exact_features(grid, matrix.astype(np.float32).astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(single.image_wide(3, 5)), expected)
+    normalized = (points.astype(np.float32) / np.float32(1024)) * 2 - 1  # in float32, as transformers
+    expected = exact_features(normalized.astype(np.float64), matrix.astype(np.float32)).astype(np.float32)
+    got = keras.ops.convert_to_numpy(single(points.astype(np.float32), input_shape=(1024, 1024)))
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_fourier_features_refuse_half_precision_coordinates_and_save(tmp_path):
+    layer = tf_posenc.FourierPositionEmbedding(num_pos_feats=4)
+    with pytest.raises(ValueError, match="`coordinates` must be float32 or float64"):
+        layer(np.zeros((1, 2), "float16"))
+    with pytest.raises(ValueError, match=r"must be floats of shape \(\.\.\., 2\)"):
+        layer(np.zeros((1, 3), "float32"))
+    points = keras.Input((5, 2))
+    model = keras.Model(points, layer(points))
+    values = np.random.RandomState(0).uniform(size=(2, 5, 2)).astype("float32")
+    expected = keras.ops.convert_to_numpy(model(values))
+    model.save(tmp_path / "fourier.keras")
+    reloaded = keras.saving.load_model(tmp_path / "fourier.keras")
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(reloaded(values)), expected)

@@ -63,6 +63,7 @@ from tf_posenc.hf_weights import load_hf_attention_weights
 from tf_posenc.interpolation import extend_position_embeddings, interpolate_position_embeddings
 from tf_posenc.layers.decomposed_position_bias import DecomposedPositionBias
 from tf_posenc.layers.disentangled_position_bias import DisentangledPositionBias
+from tf_posenc.layers.fourier_position_embedding import FourierPositionEmbedding
 from tf_posenc.layers.head_normalization import HeadNormalization
 from tf_posenc.layers.multi_head_attention import GroupQueryAttention, MultiHeadAttention
 from tf_posenc.layers.transformer_xl_position_bias import TransformerXLPositionBias
@@ -90,6 +91,7 @@ __all__ = [
     "ContinuousPositionBias",
     "DecomposedPositionBias",
     "DisentangledPositionBias",
+    "FourierPositionEmbedding",
     "GroupQueryAttention",
     "HeadNormalization",
     "InklingRelativeBias",

@@ -614,3 +614,73 @@ def rows_of_angles(angles, dtype="float32"):
     sines, then their cosines, computed in float64 and rounded once to `dtype`."""
     angles = np.asarray(angles, np.float64)
     return ops.convert_to_tensor(np.concatenate([np.sin(angles), np.cos(angles)], axis=-1).astype(dtype))
+
+
+# Products of floats with floats (SAM's coordinates with its random matrix): each factor on a grid
+# of 2**-48 as 12-bit limbs, the left ones below 2**12 (5 limbs), the right ones below 2**24 (6).
+_PRODUCT_LIMBS = (5, 6)
+_PRODUCT_FRACTION_BITS = 48
+PRODUCT_BOUNDS = (2.0**12, 2.0**24)
+
+
+def _grid_limbs(values, count):
+    """`|values|` (float32) on a grid of 2**-48 (bits below it dropped), as `count` 12-bit int32
+    limbs, least significant first: exact, as `_fraction_phase`'s (power-of-two scalings, floors,
+    and differences of integers that are float32 themselves)."""
+    magnitude = ops.abs(values)
+    limbs = []
+    for i in range(count):
+        whole = ops.floor(magnitude * np.float32(2.0 ** (_PRODUCT_FRACTION_BITS - _LIMB_BITS * i)))
+        limbs.append(ops.cast(whole - ops.floor(whole * np.float32(1 / _LIMB)) * _LIMB, "int32"))
+    return limbs
+
+
+def _negated(hi, mid):
+    """The digits of `-phase mod 1` (24-bit `hi` and `mid`)."""
+    borrow = ops.cast(ops.not_equal(mid, 0), "int32")
+    return (_DIGIT - hi - borrow) % _DIGIT, (_DIGIT - mid) % _DIGIT
+
+
+def product_phases(left, right):
+    """The phases `sum_k left[..., k] * right[k, f] mod 1` of float32 `left` `(..., K)` (each below
+    2**12 in magnitude) and `right` `(K, F)` (below 2**24), as their top 48 bits: int32 digits
+    `(hi, mid)` of shape `(..., F)`, each product exact before its bits below 2**-48 turns drop
+    (so within `2 * K * 2**-48` turns, plus what the factors lose on the grid: nothing for factors
+    of magnitude at least 2**-24). Integers throughout, so exact in any graph."""
+    left_limbs = [limb[..., :, None] for limb in _grid_limbs(left, _PRODUCT_LIMBS[0])]
+    right_limbs = _grid_limbs(right, _PRODUCT_LIMBS[1])
+    columns = [0] * (len(left_limbs) + len(right_limbs) - 1)
+    for i, a in enumerate(left_limbs):
+        for j, b in enumerate(right_limbs):
+            columns[i + j] = columns[i + j] + a * b  # (..., K, F), each below 2**24, five a column
+    # Column c is worth 2**(12 c - 96) turns: columns 4 .. 7 hold the 48 fraction bits, the ones
+    # below carry into them, the ones above are whole turns.
+    total, digits = 0, []
+    for column in columns[:8]:
+        total = column + total // _LIMB
+        digits.append(total % _LIMB)
+    hi, mid = digits[7] * _LIMB + digits[6], digits[5] * _LIMB + digits[4]
+    negative = ops.not_equal(ops.less(left, 0.0)[..., :, None], ops.less(right, 0.0))
+    negated_hi, negated_mid = _negated(hi, mid)
+    hi, mid = ops.where(negative, negated_hi, hi), ops.where(negative, negated_mid, mid)
+    # The terms summed mod 1, digit by digit.
+    mid_sum = ops.sum(mid, axis=-2)
+    hi_sum = ops.sum(hi, axis=-2) + mid_sum // _DIGIT
+    return hi_sum % _DIGIT, mid_sum % _DIGIT
+
+
+def rows_of_phases(hi, mid, dtype="float32"):
+    """`[sin | cos]` of `2 * pi * phase` for phases given by their top two 24-bit digits `(..., F)`,
+    each rounded once to `dtype` (the rows' error budget, as a block at step 0)."""
+    features = hi.shape[-1]
+    columns = _kept_provider_of_turns(features)
+    block = _pieces_of_phases(
+        ops.concatenate([hi, hi], axis=-1), ops.concatenate([mid, mid], axis=-1), columns.both_offsets
+    )
+    return _combine(block, ops.unstack(columns.step_pieces()[:, :1]), dtype)
+
+
+def _kept_provider_of_turns(features):
+    """A provider of `features` sine columns then as many cosine ones, whose steps are all 0: its
+    offsets and its step-0 pieces turn given phases into `[sin | cos]`."""
+    return provider(np.zeros(2 * features), np.arange(2 * features) >= features)
