@@ -1668,6 +1668,14 @@ POSITION_TYPES = {
     # They pad their inputs to a multiple of `attention_window` (8 positions here) with pad tokens.
     "longformer": {"attention_window": 4},
     "led": {"attention_window": 4},
+    # Tables read otherwise: Whisper's decoder slices its table (its rows are read back from the
+    # slice), ProphetNet's decoder reads its table again for its predicting streams (the main
+    # stream's read is kept) and steps one token at a time after a cache, CLVP's decoder is its
+    # own class, the Decision Transformer embeds states, actions and returns.
+    "whisper": {"cache": {}, "num_mel_bins": 4, "max_source_positions": 8},
+    "prophetnet": {"cache": {}},
+    "clvp_decoder": {"class": "ClvpDecoder", "cache": {}},
+    "decision_transformer": {"state_dim": 3, "act_dim": 2, "max_ep_len": 16},
 }  # fmt: skip
 # One of each size under each of its names, small.
 POSITION_SIZES = {
@@ -1681,7 +1689,10 @@ POSITION_SIZES = {
     **dict.fromkeys(["max_position_embeddings", "n_positions"], 64),
     "vocab_size": 100,
 }  # fmt: skip
-POSITION_TABLE = re.compile(r"(^|\.)(position_embeddings?|embed_positions|wpe|positions_embed)$")
+POSITION_TABLE = re.compile(
+    r"(^|\.)(position_embeddings?|embed_positions|wpe|positions_embed|position_embeds_layer)$"
+)
+PROPHETNET_CACHED = 5  # ProphetNet's decoder: five tokens cached, then one
 
 
 def position_ids(model_type):
@@ -1701,9 +1712,12 @@ def position_ids(model_type):
     pad = 0 if pad is None else pad
     ids = torch.tensor([[10, 11, 12, 13, pad, pad], [pad, pad, 10, 11, 12, 13]])
     mask = (ids != pad).long()
-    printed = {"pad_token_id": written.get("pad_token_id"),
-               "max_position_embeddings": written.get("max_position_embeddings", written.get("n_positions")),
+    size = next((written[key] for key in ("max_position_embeddings", "n_positions", "max_target_positions")
+                 if written.get(key) is not None), None)  # fmt: skip
+    printed = {"pad_token_id": written.get("pad_token_id"), "max_position_embeddings": size,
                "input_ids": ids.tolist(), "attention_mask": mask.tolist()}  # fmt: skip
+    if model_type == "prophetnet":
+        printed["cache_past_length"] = PROPHETNET_CACHED
     for run, cache in (("padded", None), ("cache", POSITION_TYPES[model_type].get("cache"))):
         if run == "cache" and cache is None:
             continue
@@ -1724,10 +1738,41 @@ def position_ids(model_type):
             return embedding(indices, weight, *args, **kwargs)
 
         decoder = {"decoder_input_ids": ids} if config.is_encoder_decoder else {}
+        if model_type == "whisper":  # its decoder slices its table: each row holds its index
+            features = torch.randn(2, config.num_mel_bins, 2 * config.max_source_positions)
+            table = model.decoder.embed_positions
+            with torch.no_grad():
+                table.weight[:, 0] = torch.arange(table.weight.shape[0], dtype=table.weight.dtype)
+            table.register_forward_hook(
+                lambda module, args, output, read=read: read.setdefault("decoder.embed_positions", []).append(
+                    output[..., 0].long().tolist()
+                )
+            )
         torch.nn.functional.embedding = recording
         try:
             with torch.no_grad():
-                if run == "padded":
+                if model_type == "decision_transformer":  # three tokens per step: return, state, action
+                    steps = 2
+                    timesteps = torch.arange(steps)[None].repeat(2, 1)
+                    model(states=torch.randn(2, steps, 3), actions=torch.randn(2, steps, 2),
+                          returns_to_go=torch.randn(2, steps, 1), timesteps=timesteps,
+                          attention_mask=torch.ones(2, steps, dtype=torch.long))  # fmt: skip
+                elif model_type == "whisper":  # no `input_ids`: the decoder's tokens, then three more
+                    if run == "padded":
+                        model(input_features=features, decoder_input_ids=ids, decoder_attention_mask=mask)
+                    else:
+                        first = model(input_features=features, decoder_input_ids=ids[:, :3], use_cache=True)
+                        read.clear()
+                        model(input_features=features, decoder_input_ids=ids[:, 3:],
+                              past_key_values=first.past_key_values, use_cache=True)  # fmt: skip
+                elif run == "cache" and model_type == "prophetnet":
+                    cached = PROPHETNET_CACHED
+                    first = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :cached],
+                                  use_cache=True)  # fmt: skip
+                    read.clear()
+                    model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, cached:],
+                          past_key_values=first.past_key_values, use_cache=True)  # fmt: skip
+                elif run == "padded":
                     model(input_ids=ids, attention_mask=mask, **decoder)
                 elif config.is_encoder_decoder:  # the decoder's three tokens, then its next three
                     first = model(
@@ -1749,7 +1794,11 @@ def position_ids(model_type):
             torch.nn.functional.embedding = embedding
         if not read:
             raise RuntimeError("no position table was read")
-        printed[run] = {name: calls[-1] for name, calls in read.items()}
+        # ProphetNet's decoder reads its table first for its main stream, then for the others.
+        which = 0 if model_type == "prophetnet" else -1
+        printed[run] = {name: calls[which] for name, calls in read.items()}
+        if model_type == "whisper":  # its encoder's table is of audio frames, not tokens
+            del printed[run]["encoder.embed_positions"]
     return printed
 
 

@@ -55,12 +55,14 @@ CACHED = sorted(model_type for model_type, printed in TYPES.items() if "cache" i
 @pytest.mark.parametrize("model_type", CACHED)
 def test_the_rows_follow_a_cache(model_type):
     # Three tokens cached, then the next three with the attention mask of all six.
+    # (ProphetNet's decoder: five cached, then one.)
     printed = TYPES[model_type]
+    past = printed.get("cache_past_length", 3)
     ids, mask = np.asarray(printed["input_ids"]), np.asarray(printed["attention_mask"])
-    ours = rows(config_of(model_type), ids[:, 3:], mask, past_length=3)
+    ours = rows(config_of(model_type), ids[:, past:], mask, past_length=past)
     decoder = {table: read for table, read in printed["cache"].items() if not table.startswith("encoder.")}
     (read,) = decoder.values()
-    np.testing.assert_array_equal(ours, np.broadcast_to(read, (2, 3)))
+    np.testing.assert_array_equal(ours, np.broadcast_to(read, (2, 6 - past)))
 
 
 def roberta_rows(ids, pad, past):
@@ -137,7 +139,14 @@ def test_dual_encoders_read_their_text_towers_rule():
 @pytest.mark.parametrize(
     "config, arguments, message",
     [
-        ({"model_type": "tapas"}, {"input_ids": [[1]]}, "Received: model_type='tapas'"),
+        ({"model_type": "tapas"}, {"input_ids": [[1]]}, "TAPAS's rows restart in each table cell"),
+        ({"model_type": "grounding-dino"}, {"input_ids": [[1]]}, "rows restart in each phrase"),
+        ({"model_type": "llama"}, {"input_ids": [[1]]}, "Received: model_type='llama'"),
+        (
+            {"model_type": "prophetnet"},
+            {"input_ids": [[1, 2]], "past_length": 3},
+            "one token at a time",
+        ),
         (
             {"model_type": "deberta-v2", "position_biased_input": False},
             {"input_ids": [[1]]},
@@ -167,6 +176,9 @@ def test_dual_encoders_read_their_text_towers_rule():
     ],
     ids=[
         "tapas",
+        "grounding_dino",
+        "rotary_decoder",
+        "prophetnet_step",
         "deberta_v3",
         "esm_rotary",
         "no_cache",

@@ -15,12 +15,15 @@ from tf_posenc import _hf_config, _hf_position_defaults, _positions, _validation
 #   buffers hold `arange + 2`);
 # - "padding": RoBERTa's `create_position_ids_from_input_ids`, `(cumsum(ids != pad) + past_length)
 #   * (ids != pad) + pad`: real tokens count from `pad + 1`, padding reads row `pad`;
-# - "attention mask": OPT's, `(cumsum(mask) * mask - 1)[:, past_length:] + 2`.
+# - "attention mask": OPT's, `(cumsum(mask) * mask - 1)[:, past_length:] + 2`;
+# - "arange + pad + 1": ProphetNet's, `past_length + i + 1 + pad` (its encoder and decoder pass no
+#   mask to its table; after a cache its decoder steps one token at a time);
+# - "zeros": the Decision Transformer's, row 0 for every token (its steps are in its own table).
 _RULES = {
     **dict.fromkeys(
         ["bert", "bert-generation", "big_bird", "electra", "ernie", "megatron-bert", "rembert", "roc_bert",
          "xlm", "flaubert", "gpt2", "gpt-sw3", "gpt_neo", "gpt_bigcode", "blenderbot", "blenderbot-small",
-         "bigbird_pegasus", "led"],
+         "bigbird_pegasus", "led", "whisper", "clvp_decoder"],
         "arange",
     ),
     **dict.fromkeys(
@@ -43,7 +46,19 @@ _RULES = {
         "padding, no cache",
     ),
     "opt": "attention mask",
+    "prophetnet": "arange + pad + 1",
+    "decision_transformer": "zeros",
 }  # fmt: skip
+# Model types whose learned table is read by a rule of another kind, refused by name.
+_OTHER_RULES = {
+    "tapas": "TAPAS's rows restart in each table cell, from the column and row of `token_type_ids`",
+    "grounding-dino": "Grounding DINO's rows restart in each phrase of the text, delimited by its "
+    "special tokens (`generate_masks_with_special_tokens_and_transfer_map`)",
+    "mm-grounding-dino": "MM Grounding DINO's rows restart in each phrase of the text, delimited by its "
+    "special tokens (`generate_masks_with_special_tokens_and_transfer_map`)",
+}
+# The key of the table's size where it is not `max_position_embeddings` (GPT-2's `n_positions`).
+_SIZE_KEYS = ("max_position_embeddings", "n_positions", "max_target_positions")
 _EXTRA_ROWS = {"arange + 2": 2, "arange + 2, no cache": 2, "attention mask": 2}
 # Dual encoders whose text tower holds the table: their configs' `text_config`.
 _TEXT_TOWERS = {
@@ -76,13 +91,16 @@ def hf_position_ids(config, input_ids=None, attention_mask=None, past_length=0):
       `pad_token_id`, and `past_length` is added to the count;
     * OPT: `attention_mask` counts the real tokens from row 2 (padding reads row 1), over the
       cached tokens and the new ones;
+    * Whisper's decoder and CLVP's: `past_length + i`; ProphetNet: `past_length + i + 1 +
+      pad_token_id` (after a cache, one token a step); the Decision Transformer: row 0 for every
+      token (its timesteps have a table of their own);
     * the text towers of CLIP, SigLIP, OWL-ViT, AltCLIP, CLAP, BLIP and the other dual encoders
       (given the whole config or its `text_config`): `i`, or RoBERTa's rule for AltCLIP's and
       CLAP's.
 
     The attention mask decides the rows of OPT only, as in transformers: the others' rows do not
-    depend on it. Tables of another kind (TAPAS's, Grounding DINO's, sinusoids, patch grids) are
-    refused.
+    depend on it. Tables read by rules of another kind (TAPAS's cells, Grounding DINO's phrases)
+    and those of other model types (sinusoids, patch grids) are refused by name.
 
     Args:
         config: A transformers config, its dict, a `config.json` path or a checkpoint folder.
@@ -118,6 +136,8 @@ def hf_position_ids(config, input_ids=None, attention_mask=None, past_length=0):
                 f"A {model_type!r} model with `{key}={value!r}` adds no learned table of positions "
                 f"({instead}). Received: {key}={value!r}"
             )
+    if model_type in _OTHER_RULES:
+        raise ValueError(f"model_type={model_type!r} is not read: {_OTHER_RULES[model_type]}.")
     if model_type not in _RULES:
         raise ValueError(
             "`config` must be of a model type with a learned table of token positions whose rows "
@@ -150,7 +170,17 @@ def hf_position_ids(config, input_ids=None, attention_mask=None, past_length=0):
     # only when the graph runs (a Keras input of any length).
     tokens = ids if ids is not None else mask[:, past_length:]
     counting = ops.cumsum(ops.ones_like(tokens, dtype="int32"), axis=1)
-    if rule.startswith("arange"):
+    if rule == "arange + pad + 1":
+        if past_length and tokens.shape[1] not in (None, 1):
+            raise ValueError(
+                "After a cache ProphetNet's decoder takes one token at a time (transformers gives every "
+                f"token of a longer step one row). Received: past_length={past_length} with "
+                f"{tokens.shape[1]} tokens"
+            )
+        rows = counting + (past_length + _pad_token_id(whole, defaults, model_type))
+    elif rule == "zeros":
+        rows = counting * 0
+    elif rule.startswith("arange"):
         rows = counting + (past_length - 1 + (2 if rule.startswith("arange + 2") else 0))
     elif rule.startswith("padding"):
         pad = _pad_token_id(whole, defaults, model_type)
@@ -179,7 +209,9 @@ def _pad_token_id(whole, defaults, model_type):
 
 
 def _check_table(rows, whole, defaults, model_type, extra_rows):
-    size = whole.get("max_position_embeddings", whole.get("n_positions", defaults["max_position_embeddings"]))
+    size = next(
+        (whole[key] for key in _SIZE_KEYS if whole.get(key) is not None), defaults["max_position_embeddings"]
+    )
     # Checked where the rows are known; in a traced graph the table's own lookup is the check.
     known = None if keras.backend.is_keras_tensor(rows) else _positions._known_value(rows)
     if size is None or known is None or not known.size:
