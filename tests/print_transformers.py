@@ -1676,6 +1676,10 @@ POSITION_TYPES = {
     "prophetnet": {"cache": {}},
     "clvp_decoder": {"class": "ClvpDecoder", "cache": {}},
     "decision_transformer": {"state_dim": 3, "act_dim": 2, "max_ep_len": 16},
+    "git": {"cache": {}},
+    "imagegpt": {"cache": {}},
+    "trocr": {"class": "TrOCRForCausalLM", "cache": {}},
+    **dict.fromkeys(["dpr", "canine"], {}),
 }  # fmt: skip
 # One of each size under each of its names, small.
 POSITION_SIZES = {
@@ -1690,7 +1694,7 @@ POSITION_SIZES = {
     "vocab_size": 100,
 }  # fmt: skip
 POSITION_TABLE = re.compile(
-    r"(^|\.)(position_embeddings?|embed_positions|wpe|positions_embed|position_embeds_layer)$"
+    r"(^|\.)(position_embeddings?|embed_positions|wpe|positions_embed|position_embeds_layer|char_position_embeddings)$"
 )
 PROPHETNET_CACHED = 5  # ProphetNet's decoder: five tokens cached, then one
 

@@ -195,3 +195,15 @@ def test_bad_configs_and_inputs_are_named(config, arguments, message):
     with pytest.raises(ValueError) as error:
         hf_position_ids(config, **arguments)
     assert message in str(error.value)
+
+
+def test_multimodal_models_read_their_language_models_rule():
+    # BLIP-2's OPT (its default language model) and Florence-2's BART: the parent config is enough.
+    ids, mask = [[5, 6, 7, 1, 1]], [[1, 1, 1, 0, 0]]
+    blip2 = rows({"model_type": "blip-2", "text_config": {"pad_token_id": 1}}, ids, mask)
+    np.testing.assert_array_equal(blip2, rows({"model_type": "opt"}, ids, mask))
+    np.testing.assert_array_equal(blip2, [[2, 3, 4, 1, 1]])
+    florence = rows({"model_type": "florence2", "text_config": {"model_type": "bart"}}, ids, past_length=2)
+    np.testing.assert_array_equal(florence, [[4, 5, 6, 7, 8]])
+    with pytest.raises(ValueError, match="its sinusoidal table"):
+        hf_position_ids({"model_type": "trocr", "use_learned_position_embeddings": False}, ids)

@@ -23,7 +23,7 @@ _RULES = {
     **dict.fromkeys(
         ["bert", "bert-generation", "big_bird", "electra", "ernie", "megatron-bert", "rembert", "roc_bert",
          "xlm", "flaubert", "gpt2", "gpt-sw3", "gpt_neo", "gpt_bigcode", "blenderbot", "blenderbot-small",
-         "bigbird_pegasus", "led", "whisper", "clvp_decoder"],
+         "bigbird_pegasus", "led", "whisper", "clvp_decoder", "git", "imagegpt"],
         "arange",
     ),
     **dict.fromkeys(
@@ -31,10 +31,10 @@ _RULES = {
          "openai-gpt", "visual_bert", "deberta", "deberta-v2", "clip_text_model", "siglip_text_model",
          "siglip2_text_model", "owlvit_text_model", "owlv2_text_model", "groupvit_text_model",
          "clipseg_text_model", "aimv2_text_model", "metaclip_2_text_model", "chinese_clip_text_model",
-         "align_text_model", "flava_text_model", "blip_text_model"],
+         "align_text_model", "flava_text_model", "blip_text_model", "dpr", "canine"],
         "arange, no cache",
     ),
-    **dict.fromkeys(["bart", "mbart", "plbart", "mvp", "biogpt"], "arange + 2"),
+    **dict.fromkeys(["bart", "mbart", "plbart", "mvp", "biogpt", "trocr"], "arange + 2"),
     **dict.fromkeys(["mra", "nystromformer", "yoso"], "arange + 2, no cache"),
     **dict.fromkeys(
         ["roberta", "roberta-prelayernorm", "camembert", "xlm-roberta", "xlm-roberta-xl", "data2vec-text"],
@@ -71,8 +71,11 @@ _NO_TABLE = {
     "deberta": ("position_biased_input", False, "its relative positions: `deberta_relative_positions`"),
     "deberta-v2": ("position_biased_input", False, "its relative positions: `deberta_relative_positions`"),
     "esm": ("position_embedding_type", "rotary", "it rotates: `RotaryEmbedding.from_hf_config`"),
+    "trocr": ("use_learned_position_embeddings", False, "its sinusoidal table"),
 }
-MODEL_TYPES = tuple(sorted({*_RULES, *_TEXT_TOWERS}))
+# Multimodal models whose language model holds the table: its config, and its type by default.
+_LANGUAGE_MODELS = {"blip-2": ("text_config", "opt"), "florence2": ("text_config", "bart")}
+MODEL_TYPES = tuple(sorted({*_RULES, *_TEXT_TOWERS, *_LANGUAGE_MODELS}))
 
 
 def hf_position_ids(config, input_ids=None, attention_mask=None, past_length=0):
@@ -128,6 +131,10 @@ def hf_position_ids(config, input_ids=None, attention_mask=None, past_length=0):
             **_hf_config._as_dict(whole.get("text_config") or {}),
             "model_type": _TEXT_TOWERS[model_type],
         }
+        model_type = whole["model_type"]
+    if model_type in _LANGUAGE_MODELS:  # BLIP-2's OPT, Florence-2's BART
+        key, default = _LANGUAGE_MODELS[model_type]
+        whole = {"model_type": default, **_hf_config._as_dict(whole.get(key) or {})}
         model_type = whole["model_type"]
     if model_type in _NO_TABLE:
         key, value, instead = _NO_TABLE[model_type]
