@@ -1,5 +1,6 @@
 """What the attention layers' positions cost: `tf_posenc.MultiHeadAttention` and
-`GroupQueryAttention` against the layers a Keras user has without them, in graphs and under XLA.
+`GroupQueryAttention` against the layers a Keras user has without them (or keras-hub's, for
+DeBERTa-v3), in graphs and under XLA.
 
     python benchmarks/attention.py            # the table, as Markdown
     python benchmarks/attention.py --quick    # fewer rounds
@@ -108,6 +109,31 @@ def full_pass(jit_compile, bias=None):
     return paired_times(our_call, tf.function(their_call, jit_compile=jit_compile), (x,), ROUNDS, 5)
 
 
+def deberta_pass(jit_compile):
+    """A bidirectional pass of `(4, 512, 512)` through DeBERTa-v3's attention (256 buckets, both
+    terms, the table's LayerNorm): `MultiHeadAttention` with a `DisentangledPositionBias` against
+    keras-hub's own `DisentangledSelfAttention` and `RelativeEmbedding`."""
+    from keras_hub.src.models.deberta_v3.disentangled_self_attention import DisentangledSelfAttention
+    from keras_hub.src.models.deberta_v3.relative_embedding import RelativeEmbedding
+
+    keras.utils.set_random_seed(0)
+    x = np.random.default_rng(0).normal(size=(4, 512, WIDTH)).astype("float32")
+    bias = tf_posenc.DisentangledPositionBias(HEADS, WIDTH, position_buckets=256)
+    ours = tf_posenc.MultiHeadAttention(HEADS, HEAD_DIM, position_bias=bias)
+    ours(x, x)
+    table = RelativeEmbedding(WIDTH, bucket_size=256)
+    theirs = DisentangledSelfAttention(HEADS, WIDTH, bucket_size=256, dropout=0.0)
+    # Both given the padding mask of a full batch (keras-hub's layer takes no `None` mask).
+    pairs = ops.convert_to_tensor(np.ones((4, 512, 512), bool))
+    theirs(x, table(x), attention_mask=pairs)
+
+    def their_call(x):
+        return theirs(x, table(x), attention_mask=pairs)
+
+    our_call = tf.function(lambda x: ours(x, x, attention_mask=pairs), jit_compile=jit_compile)
+    return paired_times(our_call, tf.function(their_call, jit_compile=jit_compile), (x,), ROUNDS, 5)
+
+
 def table():
     rows = [
         "| measure | against | run | tf_posenc (ms) | peer (ms) | best / best | median of ratios |",
@@ -121,6 +147,8 @@ def table():
          {"bias": tf_posenc.AlibiBias(num_heads=HEADS)}),
         ("causal pass (4, 512, 512), T5", "the bias precomputed", full_pass,
          {"bias": tf_posenc.RelativePositionBias(HEADS, bidirectional=False)}),
+        ("bidirectional pass (4, 512, 512), DeBERTa-v3", "keras-hub's DisentangledSelfAttention",
+         deberta_pass, {}),
     ]  # fmt: skip
     for name, peer, measure, kwargs in measures:
         for run, jit_compile in (("graph", False), ("XLA", True)):
