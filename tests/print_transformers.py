@@ -1679,7 +1679,14 @@ POSITION_TYPES = {
     "git": {"cache": {}},
     "imagegpt": {"cache": {}},
     "trocr": {"class": "TrOCRForCausalLM", "cache": {}},
-    **dict.fromkeys(["dpr", "canine"], {}),
+    **dict.fromkeys(["dpr", "canine", "ibert"], {}),
+    "xmod": {"cache": {"is_decoder": True}},
+    "xclip_text_model": {"class": "XCLIPTextModel"},
+    "bridgetower_text_model": {"class": "bridgetower.BridgeTowerTextModel"},
+    "pp_formulanet_text": {"class": "PPFormulaNetTextModel"},
+    # Models that take more than token ids (their other inputs tiny and random).
+    "bros": {"hidden_size": 256}, "lxmert": {}, "vilt": {"image_size": 32, "patch_size": 16},
+    "perceiver": {"class": "PerceiverForMaskedLM"},
 }  # fmt: skip
 # One of each size under each of its names, small.
 POSITION_SIZES = {
@@ -1728,11 +1735,21 @@ def position_ids(model_type):
         config = AutoConfig.for_model(model_type, **{**sizes, **extra, **(cache or {})})
         torch.manual_seed(0)
         if model_class:
-            model = getattr(transformers, model_class)(config).eval()
+            found = modeling_class(model_class) if "." in model_class else getattr(transformers, model_class)
+            model = found(config).eval()
         else:
             model = transformers.AutoModel.from_config(config).eval()
         tables = {id(module.weight): name for name, module in model.named_modules()
-                  if POSITION_TABLE.search(name) and isinstance(module, torch.nn.Embedding)}  # fmt: skip
+                  if POSITION_TABLE.search(name)
+                  and isinstance(getattr(module, "weight", None), torch.Tensor)}  # fmt: skip
+        if model_type == "xmod":
+            model.set_default_language("en_XX")
+        others = {  # what the models take besides `input_ids` and `attention_mask`
+            "bros": lambda: {"bbox": torch.rand(2, 6, 4)},
+            "lxmert": lambda config=config: {"visual_feats": torch.randn(2, 3, config.visual_feat_dim),
+                                             "visual_pos": torch.rand(2, 3, config.visual_pos_dim)},
+            "vilt": lambda: {"pixel_values": torch.randn(2, 3, 32, 32)},
+        }.get(model_type, dict)()  # fmt: skip
         read = {}
         embedding = torch.nn.functional.embedding
 
@@ -1777,7 +1794,7 @@ def position_ids(model_type):
                     model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, cached:],
                           past_key_values=first.past_key_values, use_cache=True)  # fmt: skip
                 elif run == "padded":
-                    model(input_ids=ids, attention_mask=mask, **decoder)
+                    model(input_ids=ids, attention_mask=mask, **decoder, **others)
                 elif config.is_encoder_decoder:  # the decoder's three tokens, then its next three
                     first = model(
                         input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :3], use_cache=True

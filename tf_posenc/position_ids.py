@@ -31,18 +31,20 @@ _RULES = {
          "openai-gpt", "visual_bert", "deberta", "deberta-v2", "clip_text_model", "siglip_text_model",
          "siglip2_text_model", "owlvit_text_model", "owlv2_text_model", "groupvit_text_model",
          "clipseg_text_model", "aimv2_text_model", "metaclip_2_text_model", "chinese_clip_text_model",
-         "align_text_model", "flava_text_model", "blip_text_model", "dpr", "canine"],
+         "align_text_model", "flava_text_model", "blip_text_model", "dpr", "canine", "xclip_text_model",
+         "bros", "lxmert", "vilt", "perceiver"],
         "arange, no cache",
     ),
     **dict.fromkeys(["bart", "mbart", "plbart", "mvp", "biogpt", "trocr"], "arange + 2"),
-    **dict.fromkeys(["mra", "nystromformer", "yoso"], "arange + 2, no cache"),
+    **dict.fromkeys(["mra", "nystromformer", "yoso", "pp_formulanet_text"], "arange + 2, no cache"),
     **dict.fromkeys(
-        ["roberta", "roberta-prelayernorm", "camembert", "xlm-roberta", "xlm-roberta-xl", "data2vec-text"],
+        ["roberta", "roberta-prelayernorm", "camembert", "xlm-roberta", "xlm-roberta-xl", "data2vec-text",
+         "xmod"],
         "padding",
     ),
     **dict.fromkeys(
         ["mpnet", "lilt", "markuplm", "esm", "luke", "layoutlmv3", "longformer", "altclip_text_model",
-         "clap_text_model"],
+         "clap_text_model", "ibert", "bridgetower_text_model"],
         "padding, no cache",
     ),
     "opt": "attention mask",
@@ -56,6 +58,15 @@ _OTHER_RULES = {
     "special tokens (`generate_masks_with_special_tokens_and_transfer_map`)",
     "mm-grounding-dino": "MM Grounding DINO's rows restart in each phrase of the text, delimited by its "
     "special tokens (`generate_masks_with_special_tokens_and_transfer_map`)",
+    "bark": "Bark's config holds three GPT-like models (semantic, coarse and fine acoustics), each with a "
+    "table of its own, read as GPT-2's (`past_length + i`)",
+    "reformer": "Reformer's default positions are axial (`axial_pos_embds`: two tables combined), and its "
+    "inputs are padded to a multiple of its chunks",
+    "evolla": "Evolla's table belongs to its protein encoder (`protein_encoder_config`), which rotates "
+    "unless `position_embedding_type='absolute'`",
+    "pp_doclayout_v2": "PP-DocLayoutV2's reading-order model builds its token ids from the detector's boxes",
+    "cohere_asr": "Cohere ASR's decoder table (`pos_emb`) is read inside its speech model, as GPT-2's "
+    "(`past_length + i`); its config is the speech model's",
 }
 # The key of the table's size where it is not `max_position_embeddings` (GPT-2's `n_positions`).
 _SIZE_KEYS = ("max_position_embeddings", "n_positions", "max_target_positions")
@@ -64,7 +75,7 @@ _EXTRA_ROWS = {"arange + 2": 2, "arange + 2, no cache": 2, "attention mask": 2}
 _TEXT_TOWERS = {
     name: f"{name}_text_model"
     for name in ("clip", "siglip", "siglip2", "owlvit", "owlv2", "groupvit", "clipseg", "aimv2", "metaclip_2",
-                 "altclip", "chinese_clip", "align", "clap", "flava", "blip")
+                 "altclip", "chinese_clip", "align", "clap", "flava", "blip", "xclip", "bridgetower")
 }  # fmt: skip
 # Settings under which a model type has no learned table of positions.
 _NO_TABLE = {
@@ -74,7 +85,14 @@ _NO_TABLE = {
     "trocr": ("use_learned_position_embeddings", False, "its sinusoidal table"),
 }
 # Multimodal models whose language model holds the table: its config, and its type by default.
-_LANGUAGE_MODELS = {"blip-2": ("text_config", "opt"), "florence2": ("text_config", "bart")}
+_LANGUAGE_MODELS = {
+    "blip-2": ("text_config", "opt"),
+    "instructblip": ("text_config", "opt"),
+    "instructblipvideo": ("text_config", "opt"),
+    "florence2": ("text_config", "bart"),
+    "pp_formulanet": ("text_config", "pp_formulanet_text"),
+    "sam3": ("text_config", "clip_text_model"),
+}
 MODEL_TYPES = tuple(sorted({*_RULES, *_TEXT_TOWERS, *_LANGUAGE_MODELS}))
 
 
