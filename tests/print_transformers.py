@@ -1328,6 +1328,16 @@ def vision_apply(module):
     return None, None
 
 
+SAM_ROTARY_KEYS = (
+    "memory_attention_hidden_size",
+    "memory_attention_downsample_rate",
+    "memory_attention_num_attention_heads",
+    "window_size",
+    "image_size",
+    "patch_size",
+)
+
+
 def vision_entry(model_type, module):
     """A vision config whose rope type is "axial": its rotary module run in float64 at
     `get_vision_position_ids` of each grid, and a vector rotated by the module's apply function."""
@@ -1350,6 +1360,9 @@ def vision_entry(model_type, module):
         "num_heads",
         "head_dim",
         "spatial_merge_size",
+        # SAM's: the memory attention's head is `memory_attention_hidden_size // (downsample_rate *
+        # heads)`; SAM 3's ViT scales its global layers' ids by `window_size / grid`.
+        *(SAM_ROTARY_KEYS if type(rope).__name__.startswith(("Sam", "EdgeTam")) else ()),
     ):
         if isinstance(written.get(name), int):
             entry["defaults"][name] = written[name]

@@ -22,6 +22,8 @@ TYPES = PRINTED["types"]
 # Measured: 1.9e-12 at most, at ids below 12 (angles below 12): float64's last bits.
 BOUND = 1e-10
 READ = [model_type for model_type in sorted(TYPES) if model_type in _hf_vision.MODEL_TYPES]
+# Those called on `vision_position_ids` (SAM's are called on fixed grids: tested on their own).
+ON_IDS = [model_type for model_type in READ if model_type not in _hf_vision.SAM_GRIDS]
 
 
 # Without `slow`: Qwen2.5-VL's tower, and each variant (width first; interleaved; Pixtral's
@@ -35,7 +37,7 @@ QUICK = {
 }
 
 
-@pytest.mark.parametrize("model_type", slow_unless(QUICK, READ))
+@pytest.mark.parametrize("model_type", slow_unless(QUICK, ON_IDS))
 def test_the_rotation_is_the_towers(model_type):
     entry = TYPES[model_type]
     rope = AxialRotaryEmbedding.from_hf_config({"model_type": model_type}, dtype="float64")
@@ -68,7 +70,7 @@ def test_every_axial_tower_is_read_or_refused_by_name():
             read.append(model_type)
         except ValueError as error:
             refused[model_type] = str(error)
-    assert sorted(read) == READ and len(read) == 31
+    assert sorted(read) == READ and len(read) == 36
     assert sorted(refused) == sorted(_hf_vision.MECHANISMS)
     for model_type, message in refused.items():
         assert _hf_vision.MECHANISMS[model_type] in message and "needs a mechanism" in message
@@ -152,3 +154,38 @@ def test_half_per_axis_rotates_each_band_in_halves_of_its_own():
     np.testing.assert_array_equal(sin[:, 8:14], sin[:, 14:])
     again = AxialRotaryEmbedding.from_config(json.loads(json.dumps(layer.get_config())))
     assert again.layout == "half_per_axis"
+
+
+@pytest.mark.parametrize("model_type", sorted(_hf_vision.SAM_GRIDS))
+def test_sam_towers_rotate_as_their_modules_on_their_grids(model_type):
+    # The printer called each SAM rotary module with `vision_position_ids` as its own (x, y)
+    # columns: its first band turned by the printed first column, which the layer's
+    # `position_axes=[1, 0]` takes from the second.
+    entry = TYPES[model_type]
+    rope = AxialRotaryEmbedding.from_hf_config({"model_type": model_type}, dtype="float64")
+    width = sum(rope.axes_dim)
+    for printed in entry["grids"]:
+        ids = vision_position_ids(np.asarray([printed["grid_thw"]]), 1)
+        features = np.ones((1, len(ids), 1, width))
+        cos, sin = (
+            keras.ops.convert_to_numpy(rows)[0, -1] for rows in rope.rows(features, positions=ids[:, ::-1])
+        )
+        np.testing.assert_allclose(cos, printed["cos"], rtol=0, atol=BOUND)
+        np.testing.assert_allclose(sin, printed["sin"], rtol=0, atol=BOUND)
+    # SAM 3's global layers: ids scaled by window_size / grid, restated as its rotary module
+    # computes them (`precompute_positions`, then `inv_freq`), in float64.
+    if model_type.startswith("sam3_vi"):
+        defaults = _hf_vision_defaults.DEFAULTS[model_type]
+        grid = defaults["image_size"] // defaults["patch_size"]
+        scale = defaults["window_size"] / grid
+        global_ = AxialRotaryEmbedding.from_hf_config(
+            {"model_type": model_type}, position_scale=scale, dtype="float64"
+        )
+        ids = vision_position_ids([[1, grid, grid]], 1)
+        cos, _ = (
+            keras.ops.convert_to_numpy(rows)[0]
+            for rows in global_.rows(np.ones((1, grid * grid, 1, width)), positions=ids)
+        )
+        inverse = 1.0 / 10000.0 ** (np.arange(0, width // 2, 2) / (width // 2))
+        angles = np.concatenate([ids[:, 1:] * scale * inverse, ids[:, :1] * scale * inverse], axis=-1)
+        np.testing.assert_allclose(cos, np.repeat(np.cos(angles), 2, axis=-1), rtol=0, atol=BOUND)

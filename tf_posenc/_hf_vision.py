@@ -16,7 +16,7 @@ def _variant(model_type, head_dim, theta):
     bands = {"axes_dim": (head_dim // 2, head_dim // 2), "layout": "half", "position_axes": None}
     if model_type == "step3p5_vision":  # [w | h]
         return {**bands, "position_axes": [1, 0]}
-    if model_type == "inkling2_vision":  # [w | h], in pairs (2j, 2j + 1)
+    if model_type in ("inkling2_vision", *SAM_GRIDS):  # [w | h], in pairs (2j, 2j + 1)
         return {**bands, "position_axes": [1, 0], "layout": "interleave"}
     if model_type == "gemma4_vision":  # [h, h, w, w]: each band in halves of its own
         return {**bands, "layout": "half_per_axis"}
@@ -38,12 +38,13 @@ def _variant(model_type, head_dim, theta):
 
 MECHANISMS = {
     "minimax_m3_vl_vision": "MiniMax-M3's three axes (t, h, w) with an unrotated remainder of the head",
-    "edgetam_video": "EdgeTAM's memory attention, whose rotary module is called on fixed grids",
-    "sam2_video": "SAM 2's memory attention, whose rotary module is called on fixed grids",
-    "sam3_tracker_video": "SAM 3's memory attention, whose rotary module is called on fixed grids",
-    "sam3_vision_model": "SAM 3's ViT, whose rotary module is called on its fixed patch grid",
-    "sam3_vit_model": "SAM 3's ViT, whose rotary module is called on its fixed patch grid",
 }
+
+# The SAM towers whose rotary module is called on a fixed grid rather than on `vision_position_ids`:
+# SAM 2's (and EdgeTAM's, SAM 3's tracker's) memory attention, on its `memory_attention_rope_feat_sizes`
+# grid (its keys repeat it per memory frame, and its object pointers are not rotated); SAM 3's ViT, on
+# its window (its global layers scale the ids by `window_size / (image_size // patch_size)`).
+SAM_GRIDS = ("edgetam_video", "sam2_video", "sam3_tracker_video", "sam3_vision_model", "sam3_vit_model")
 
 MODEL_TYPES = tuple(sorted(set(_hf_vision_defaults.DEFAULTS) - set(MECHANISMS)))
 
@@ -62,9 +63,14 @@ def _vision_part(config):
 
 def _head_dim(config):
     """The tower's head size, as its rotary module reads it: `head_dim`, else the width of the
-    tower's own hidden states (Qwen2-VL's `embed_dim`, else `hidden_size`) over its heads."""
+    tower's own hidden states (Qwen2-VL's `embed_dim`, else `hidden_size`) over its heads (SAM 2's
+    memory attention: its width over its downsampling and heads)."""
     if config.get("head_dim"):
         return config["head_dim"]
+    if config.get("memory_attention_hidden_size"):
+        return config["memory_attention_hidden_size"] // (
+            config["memory_attention_downsample_rate"] * config["memory_attention_num_attention_heads"]
+        )
     heads = config.get("num_heads") or config.get("num_attention_heads")
     width = config.get("embed_dim") or config.get("hidden_size")
     if not heads or not width:

@@ -93,9 +93,12 @@ class AxialRotaryEmbeddingMixin:
         and Inkling 2's towers turn by width first (`position_axes=[1, 0]`), Inkling 2's in
         interleaved pairs; Pixtral's width band at frequencies `rope_theta ** (-2 / d)` times
         its height band's (`position_scale`); Kimi-K2.5's in bands of one pair, width and height
-        alternating; Gemma 4's in halves within each band (`layout="half_per_axis"`). Towers
-        whose rotation the layer does not compute (MiniMax-M3's, SAM's) are a `ValueError`
-        naming it.
+        alternating; Gemma 4's in halves within each band (`layout="half_per_axis"`). SAM's
+        towers (SAM 2's, EdgeTAM's and SAM 3's tracker's memory attention, SAM 3's ViT) turn the
+        first band by the column in interleaved pairs, and are called on their fixed grid: the
+        memory attention's keys on the grid repeated per memory frame, SAM 3's global layers with
+        `position_scale=window_size / (image_size // patch_size)` (docs/vision.md). A tower whose
+        rotation the layer does not compute (MiniMax-M3's) is a `ValueError` naming it.
 
         For DINOv3's ViT (`dinov3_vit`, or a config without `model_type`):
         `AxialRotaryEmbedding((d // 2, d // 2), max_wavelength=rope_theta, layout="half",
