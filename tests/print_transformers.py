@@ -1374,7 +1374,9 @@ def vision_entry(model_type, module):
     entry["grids"] = []
     for grid in VISION_GRIDS:
         thw = torch.tensor([[grid[0], grid[1] * merge, grid[2] * merge]])
-        ids = get_vision_position_ids(thw, merge)
+        # MiniMax-M3's tower turns (t, h, w): its ids carry the frame.
+        temporal = type(rope).__name__.startswith("MiniMaxM3")
+        ids = get_vision_position_ids(thw, merge, include_temporal=temporal)
         # (tokens, 2) ids; Gemma 4's module takes a batch of them.
         given = ids[None] if apply_name == "apply_multidimensional_rope" else ids
         with float64_everywhere():

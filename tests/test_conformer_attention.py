@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from fingerprints import module_weights
+from helpers import slow_unless
 from reference import exact_reference_table
 
 import tf_posenc
@@ -77,7 +78,11 @@ def restated(case, weights, hidden, mask):
     return linear("o", context)
 
 
-@pytest.mark.parametrize("case", sorted(PRINTED["cases"]))
+# Without `slow`: one of each family's names; the rest with it.
+QUICK = {"wav2vec2-conformer", "parakeet_encoder"}
+
+
+@pytest.mark.parametrize("case", slow_unless(QUICK, sorted(PRINTED["cases"])))
 def test_the_attention_is_transformers_module_whole(case):
     layer, weights = built(case)
     hidden, mask = inputs()
@@ -121,6 +126,7 @@ def test_defaults_are_the_config_classes():
     assert plain.position_bias is None and plain.key_dim == 64
 
 
+@pytest.mark.slow
 def test_positions_offsets_caches_and_xla_follow_one_rule():
     layer, _ = built("wav2vec2-conformer")
     hidden, _ = inputs()
@@ -155,6 +161,7 @@ def test_rows_of_negative_offsets_are_the_sinusoid():
     np.testing.assert_allclose(ours, expected, atol=1e-11)
 
 
+@pytest.mark.slow
 def test_a_model_saves_and_reloads(tmp_path):
     config = {**config_of("parakeet_encoder"), "num_hidden_layers": 2}
     frames = keras.Input((LENGTH, 32))

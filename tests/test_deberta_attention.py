@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import pytest
 from fingerprints import module_weights
+from helpers import slow_unless
 
 import tf_posenc
 from tf_posenc import _hf_deberta
@@ -96,7 +97,11 @@ def restated(config, weights, hidden, mask):
     return context @ weights[f"{out}weight"].T + weights[f"{out}bias"]
 
 
-@pytest.mark.parametrize("case", sorted(PRINTED["cases"]))
+# Without `slow`: DeBERTa-v3's settings, and separate projections of both terms; the rest with it.
+QUICK = {"deberta-v2:v3", "deberta-v2:both_separate"}
+
+
+@pytest.mark.parametrize("case", slow_unless(QUICK, sorted(PRINTED["cases"])))
 def test_the_attention_is_transformers_module_whole(case):
     layer, config, weights = built(case)
     hidden, mask = inputs()
@@ -135,6 +140,7 @@ def test_defaults_are_the_config_classes():
             assert bias._max_position == effective
 
 
+@pytest.mark.slow
 def test_positions_move_the_scores_only_by_their_offsets():
     layer, _, _ = built("deberta-v2:v3")
     hidden, _ = inputs()
@@ -153,6 +159,7 @@ def test_positions_move_the_scores_only_by_their_offsets():
     np.testing.assert_array_equal(np.clip(ours, -4, 3), np.clip(expected, -4, 3))
 
 
+@pytest.mark.slow
 def test_a_shared_bias_reloads_as_one_table(tmp_path):
     config = {
         "model_type": "deberta-v2",

@@ -97,6 +97,7 @@ def test_no_mask_is_a_mask_of_ones_and_float32_is_rounded_once():
     np.testing.assert_array_equal(single, ours.astype(np.float32))
 
 
+@pytest.mark.slow
 def test_a_keras_model_of_a_fixed_size_and_xla():
     pixels = keras.Input((5, 7), dtype="bool")
     model = keras.Model(pixels, tf_posenc.detr_sine_embedding(pixels, FEATURES, normalize=True))

@@ -29,6 +29,7 @@ ON_IDS = [model_type for model_type in READ if model_type not in _hf_vision.SAM_
 # Without `slow`: Qwen2.5-VL's tower, and each variant (width first; interleaved; Pixtral's
 # frequencies; Gemma 4's halves per band). Kimi-K2.5's 36 one-pair bands take 5 s: with `slow`.
 QUICK = {
+    "minimax_m3_vl_vision",
     "qwen2_5_vl_vision",
     "step3p5_vision",
     "inkling2_vision",
@@ -42,14 +43,20 @@ def test_the_rotation_is_the_towers(model_type):
     entry = TYPES[model_type]
     rope = AxialRotaryEmbedding.from_hf_config({"model_type": model_type}, dtype="float64")
     merge = _hf_vision_defaults.DEFAULTS[model_type].get("spatial_merge_size") or 1
+    temporal = len(rope.axes_dim) == 3  # MiniMax-M3's (t, h, w)
     for printed in entry["grids"]:
         width = printed["width"]
         assert sum(rope.axes_dim) == width
-        ids = vision_position_ids(np.asarray([printed["grid_thw"]]), merge)
+        ids = vision_position_ids(np.asarray([printed["grid_thw"]]), merge, include_temporal=temporal)
         vector, units = fixed_vectors(width)
         tokens = int(np.prod(printed["grid_thw"]))
-        features = np.broadcast_to(vector, (1, tokens, 1, width)).copy()
-        rotated = np.asarray(rope(features, positions=ids))[0, :, 0]
+        head = rope.head_dim or width  # MiniMax-M3's head is wider than its bands: the tail stays
+        tail = np.arange(head - width, dtype="float64") + 0.5
+        features = np.concatenate([np.broadcast_to(vector, (1, tokens, 1, width)),
+                                   np.broadcast_to(tail, (1, tokens, 1, head - width))], axis=-1)  # fmt: skip
+        turned = np.asarray(rope(features, positions=ids))[0, :, 0]
+        np.testing.assert_array_equal(turned[:, width:], features[0, :, 0, width:])
+        rotated = turned[:, :width]
         assert np.abs(rotated @ units.T - printed["dots"]).max() <= BOUND
         assert np.abs(rotated[-1] - printed["rotated"]).max() <= BOUND
         # The rows of the last token, pair by pair: transformers' `[f | f]` (or `f` repeated
@@ -70,7 +77,7 @@ def test_every_axial_tower_is_read_or_refused_by_name():
             read.append(model_type)
         except ValueError as error:
             refused[model_type] = str(error)
-    assert sorted(read) == READ and len(read) == 36
+    assert sorted(read) == READ and len(read) == 37
     assert sorted(refused) == sorted(_hf_vision.MECHANISMS)
     for model_type, message in refused.items():
         assert _hf_vision.MECHANISMS[model_type] in message and "needs a mechanism" in message

@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import pytest
 from fingerprints import module_weights
+from helpers import slow_unless
 
 import tf_posenc
 from tf_posenc import _hf_decomposed, _rows
@@ -81,7 +82,11 @@ def restated(weights, hidden, heads=2):
     return context @ weights[f"{PREFIX}proj.weight"].T + weights[f"{PREFIX}proj.bias"]
 
 
-@pytest.mark.parametrize("case", sorted(PRINTED["cases"]))
+# Without `slow`: a resized grid and a window; the rest with it.
+QUICK = {"sam_vision_model:resized", "sam_vision_model:window"}
+
+
+@pytest.mark.parametrize("case", slow_unless(QUICK, sorted(PRINTED["cases"])))
 def test_the_attention_is_transformers_module_whole(case):
     layer, weights = built(case)
     hidden = case_inputs(case)

@@ -24,6 +24,11 @@ def _variant(model_type, head_dim, theta):
         # The head's frequencies split by parity: h takes the even ones, w the odd ones, which
         # are the even ones times rope_theta ** (-2 / d).
         return {**bands, "position_scale": [1.0, theta ** (-2.0 / head_dim)]}
+    if model_type == "minimax_m3_vl_vision":
+        # (t, h, w) bands of 2 * (d // 3 // 2) features each, in halves over the three, on the
+        # ids of `vision_position_ids(..., include_temporal=True)`; the head's tail is not turned.
+        band = 2 * (head_dim // 3 // 2)
+        return {"axes_dim": (band,) * 3, "layout": "half", "position_axes": None, "head_dim": head_dim}
     if model_type == "kimi_k25_vision":
         # Frequency k turns pair 2k by w and pair 2k + 1 by h: bands of one pair each.
         pairs = head_dim // 2
@@ -36,9 +41,7 @@ def _variant(model_type, head_dim, theta):
     return bands
 
 
-MECHANISMS = {
-    "minimax_m3_vl_vision": "MiniMax-M3's three axes (t, h, w) with an unrotated remainder of the head",
-}
+MECHANISMS = {}
 
 # The SAM towers whose rotary module is called on a fixed grid rather than on `vision_position_ids`:
 # SAM 2's (and EdgeTAM's, SAM 3's tracker's) memory attention, on its `memory_attention_rope_feat_sizes`
@@ -107,7 +110,7 @@ def axial_arguments(config):
             f"module takes. Received: rope_type={rope_type!r}"
         )
     head_dim = _head_dim(filled)
-    if head_dim % 4:
+    if head_dim % 4 and model_type != "minimax_m3_vl_vision":
         raise ValueError(
             "The vision tower's head size must be a multiple of 4: two bands of pairs, one per axis. "
             f"Received: head size {head_dim}"

@@ -23,6 +23,7 @@ class AxialRotaryEmbeddingMixin:
         position_scale=1.0,
         grid_coordinates="ids",
         position_axes=None,
+        head_dim=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -38,6 +39,13 @@ class AxialRotaryEmbeddingMixin:
                     f"Received: axes_dim={axes_dim}"
                 )
         self.axes_dim = tuple(int(width) for width in axes_dim)
+        rotated = sum(self.axes_dim)
+        if head_dim is not None and _validation.positive_int("head_dim", head_dim) < rotated:
+            raise ValueError(
+                f"`head_dim` must be at least sum(axes_dim) = {rotated}: the bands rotate the head's leading "
+                f"features. {_validation.received('head_dim', head_dim)}"
+            )
+        self.head_dim = None if head_dim is None else int(head_dim)
         self.max_wavelength = _validation.wavelength("max_wavelength", max_wavelength)
         self.layout = _validation.one_of("layout", layout, LAYOUTS)
         scales = (
@@ -241,6 +249,13 @@ class AxialRotaryEmbeddingMixin:
         return _rotation.grouped_rows(groups, _rotation.rotation_dtype(self.compute_dtype))
 
     def _combine(self, inputs, rows):
+        rotated = sum(self.axes_dim)
+        if inputs.shape[-1] > rotated:
+            # MiniMax-M3's tower: the bands turn the head's leading features, the tail passes as it is.
+            turned = self._combine(inputs[..., :rotated], rows)
+            return keras.ops.concatenate(
+                [turned, _rows.cast(inputs[..., rotated:], self.compute_dtype)], axis=-1
+            )
         if self.layout != "half_per_axis":
             return _rotation.rotate(inputs, rows, self.layout, self.compute_dtype)
         parts, start = [], 0
@@ -275,13 +290,18 @@ class AxialRotaryEmbeddingMixin:
             "position_scale": self.position_scale,
             "grid_coordinates": self.grid_coordinates,
             "position_axes": self.position_axes,
+            "head_dim": self.head_dim,
         }
 
+    def _width(self):
+        return sum(self.axes_dim) if self.head_dim is None else self.head_dim
+
     def _output_shape(self, shape):
-        if len(shape) < 3 or shape[-1] != sum(self.axes_dim):
+        if len(shape) < 3 or shape[-1] != self._width():
+            what = "sum(axes_dim)" if self.head_dim is None else "head_dim"
             raise ValueError(
-                "`inputs` must be (batch, seq_len, ..., dim) with dim = sum(axes_dim) = "
-                f"{sum(self.axes_dim)}. Received: inputs.shape={shape}"
+                f"`inputs` must be (batch, seq_len, ..., dim) with dim = {what} = "
+                f"{self._width()}. Received: inputs.shape={shape}"
             )
         return shape
 
@@ -318,6 +338,9 @@ class AxialRotaryEmbedding(AxialRotaryEmbeddingMixin, SinusoidLayer):
             Step3's and Inkling 2's vision towers rotate width before height, `[1, 0]`, from
             the same (h, w) ids as the others; Kimi-K2.5's alternate one pair at a time.
             Defaults to `None`: band `a` by column `a`.
+        head_dim: Optional integer, at least `sum(axes_dim)`: each head's width, whose leading
+            `sum(axes_dim)` features the bands rotate and whose rest passes unchanged
+            (MiniMax-M3's vision tower). Defaults to `None` (`sum(axes_dim)`).
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
