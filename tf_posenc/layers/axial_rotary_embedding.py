@@ -105,8 +105,10 @@ class AxialRotaryEmbeddingMixin:
         towers (SAM 2's, EdgeTAM's and SAM 3's tracker's memory attention, SAM 3's ViT) turn the
         first band by the column in interleaved pairs, and are called on their fixed grid: the
         memory attention's keys on the grid repeated per memory frame, SAM 3's global layers with
-        `position_scale=window_size / (image_size // patch_size)` (docs/vision.md). A tower whose
-        rotation the layer does not compute (MiniMax-M3's) is a `ValueError` naming it.
+        `position_scale=window_size / (image_size // patch_size)` (docs/vision.md). MiniMax-M3's
+        turns three bands of `2 * (d // 3 // 2)` features (frame, row, column; called with
+        `vision_position_ids(..., include_temporal=True)`) in halves, and leaves the rest of its
+        head (`head_dim=d`).
 
         For DINOv3's ViT (`dinov3_vit`, or a config without `model_type`):
         `AxialRotaryEmbedding((d // 2, d // 2), max_wavelength=rope_theta, layout="half",
