@@ -1540,6 +1540,11 @@ POCKET_TOKENIZER = {"num_key_value_heads": 4, "head_dim": 16, "sliding_window": 
 MIMI = {"num_key_value_heads": 4, "head_dim": 16, "sliding_window": 3, "upsample_groups": 64,
         "num_filters": 8, "upsampling_ratios": [2, 2], "codebook_size": 16, "codebook_dim": 16,
         "num_quantizers": 4, "vector_quantization_hidden_dimension": 16}  # fmt: skip
+PE_TINY_DAC = {"downsampling_ratios": [2, 2], "encoder_hidden_size": 4, "codebook_dim": 8,
+               "decoder_hidden_size": 16}  # fmt: skip
+PE_TINY_VIT = {"model_type": "timm_wrapper", "architecture": "test_vit", "num_labels": 8,
+               "model_args": {"img_size": 32}}  # fmt: skip
+PE_TINY_SIZES = SPEECH_SIZES
 SPEECH_PLANS = {
     "lasr_encoder": ({"num_mel_bins": 16, "subsampling_conv_channels": 32, "conv_kernel_size": 5},
                      lambda: {"input_features": torch.randn(1, 73, 16)}),
@@ -1567,10 +1572,19 @@ SPEECH_PLANS = {
                      lambda: {"latents": torch.randn(1, 64, 8)}),
     "pocket_tts_audio_tokenizer_encoder": (POCKET_TOKENIZER, lambda: {"input_values": torch.randn(1, 1, 64)}),
     "pocket_tts_audio_tokenizer_decoder": (POCKET_TOKENIZER, lambda: {"latents": torch.randn(1, 64, 8)}),
-    "pe_audio_encoder": ({"num_key_value_heads": 4, "head_dim": 16,
-                          "dac_config": {"downsampling_ratios": [2, 2], "encoder_hidden_size": 4,
-                                         "codebook_dim": 8, "decoder_hidden_size": 16}},
+    "pe_audio_encoder": ({"num_key_value_heads": 4, "head_dim": 16, "dac_config": PE_TINY_DAC},
                          lambda: {"input_values": torch.randn(1, 1, 60)}),  # the class token and 15 frames
+    # PE Video's frames through a tiny timm ViT (timm's `test_vit`), then its encoder: the class token
+    # and 15 frames. PE Audio-Video's: the audio's and the video's encoders first, then its own.
+    "pe_video_encoder": ({"num_key_value_heads": 4, "head_dim": 16, "vision_config": PE_TINY_VIT},
+                         lambda: {"pixel_values_videos": torch.randn(1, 15, 3, 32, 32)}),
+    "pe_audio_video_encoder": ({"num_key_value_heads": 4, "head_dim": 16,
+                                "audio_config": {"num_key_value_heads": 4, "head_dim": 16, **PE_TINY_SIZES,
+                                                 "dac_config": PE_TINY_DAC},
+                                "video_config": {"num_key_value_heads": 4, "head_dim": 16, **PE_TINY_SIZES,
+                                                 "vision_config": PE_TINY_VIT}},
+                               lambda: {"input_values": torch.randn(1, 1, 60),
+                                        "pixel_values_videos": torch.randn(1, 15, 3, 32, 32)}),
     "dia_encoder": ({"head_dim": 16, "num_key_value_heads": 4, "vocab_size": 64},
                     lambda: {"input_ids": torch.arange(16)[None] + 5},
                     "transformers.models.dia.modeling_dia.DiaEncoder"),
@@ -1633,6 +1647,8 @@ def speech_plan(model_type):
     }
     with attention_calls(modules) as captured, torch.no_grad():
         model(**{key: value.double() if key in floats else value for key, value in given.items()})
+    if model_type == "pe_audio_video_encoder":  # its audio's and video's encoders run first
+        captured = captured[-config.num_hidden_layers :]
     if len(captured) != config.num_hidden_layers:
         raise RuntimeError(f"{len(captured)} attention calls for {config.num_hidden_layers} layers")
     layers = [{"scaling": entry["scaling"], "mask": entry["mask"].int().tolist()} for entry in captured]

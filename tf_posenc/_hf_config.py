@@ -1110,6 +1110,8 @@ _ENCODER_PLANS = {
     "nemotron3_5_transcribe_word_timestamp": (False, None),
     "nemotron3_diarization_audio": (False, None),
     "pe_audio_encoder": (False, None),
+    "pe_video_encoder": (False, None),
+    "pe_audio_video_encoder": (False, None),
     "pocket_tts": (True, None),
     "pocket_tts_audio_tokenizer": (True, "every layer"),  # each of its two transformers
     "pocket_tts_audio_tokenizer_decoder": (True, "every layer"),
