@@ -1476,7 +1476,8 @@ def attention_calls(modules):
                 allowed = torch.ones(queries, keys, dtype=torch.bool)
             else:
                 allowed = mask[0, 0, :, :keys] if mask.dtype == torch.bool else mask[0, 0, :, :keys] == 0
-            captured.append({"scaling": float(bound["scaling"]), "mask": allowed})
+            module = type(bound.get("module")).__name__
+            captured.append({"scaling": float(bound["scaling"]), "mask": allowed, "module": module})
             return original(*args, **kwargs)
 
         return attend
@@ -1585,6 +1586,13 @@ SPEECH_PLANS = {
                                                  "vision_config": PE_TINY_VIT}},
                                lambda: {"input_values": torch.randn(1, 1, 60),
                                         "pixel_values_videos": torch.randn(1, 15, 3, 32, 32)}),
+    # Dia's decoder: 16 steps of 9 codebooks attending to 5 encoder states (its cross-attention
+    # calls, between its self-attention ones, are left out of the plan).
+    "dia_decoder": ({"head_dim": 16, "num_key_value_heads": 4, "vocab_size": 64, "cross_hidden_size": 32,
+                     "cross_head_dim": 16, "cross_num_attention_heads": 4, "cross_num_key_value_heads": 4},
+                    lambda: {"input_ids": torch.randint(0, 64, (1, 16, 9)),
+                             "encoder_hidden_states": torch.randn(1, 5, 32), "cache": None},
+                    "transformers.models.dia.modeling_dia.DiaDecoder"),
     "dia_encoder": ({"head_dim": 16, "num_key_value_heads": 4, "vocab_size": 64},
                     lambda: {"input_ids": torch.arange(16)[None] + 5},
                     "transformers.models.dia.modeling_dia.DiaEncoder"),
@@ -1649,6 +1657,7 @@ def speech_plan(model_type):
         model(**{key: value.double() if key in floats else value for key, value in given.items()})
     if model_type == "pe_audio_video_encoder":  # its audio's and video's encoders run first
         captured = captured[-config.num_hidden_layers :]
+    captured = [entry for entry in captured if "Cross" not in entry["module"]]  # Dia's decoder
     if len(captured) != config.num_hidden_layers:
         raise RuntimeError(f"{len(captured)} attention calls for {config.num_hidden_layers} layers")
     layers = [{"scaling": entry["scaling"], "mask": entry["mask"].int().tolist()} for entry in captured]

@@ -289,8 +289,10 @@ def test_older_config_keys_are_read_as_their_classes_read_them_or_refused():
 
 
 def test_their_per_layer_plan_and_vision_towers_are_refused_with_what_to_use():
-    with pytest.raises(ValueError, match=r"per-layer plan of model_type='dia_decoder' \(not a decoder\)"):
-        hf_attention_layers({"model_type": "dia_decoder"})
+    # Every encoder's plan is read or refused by its mechanism now; Dia's decoder's, the last one
+    # added, is its self-attention's (causal, scale 1.0), its cross-attention apart.
+    dia = hf_attention_layers({"model_type": "dia_decoder"})
+    assert len(dia) == 18 and all(entry.causal and entry.scaling == 1.0 for entry in dia)
     with pytest.raises(ValueError, match=r"attention module of model_type='modernbert' \(not a decoder\)"):
         GroupQueryAttention.from_hf_config({"model_type": "modernbert"}, 0)
     # NeoMME's layers slide by their per-layer configs, not by its `layer_types`: the printer saw

@@ -1097,6 +1097,7 @@ _ENCODER_PLANS = {
     "blt_patcher": (True, "every layer"),
     "csm_depth_decoder_model": (True, None),
     "dia_encoder": (False, None),
+    "dia_decoder": (True, None),  # its self-attention layers (its cross-attention is not positioned)
     "dots3_note_audio_encoder": (False, None),
     "esm": (False, None),
     "glmasr_encoder": (False, None),
