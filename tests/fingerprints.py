@@ -8,6 +8,8 @@ import numpy as np
 # keys of `ROPE_KEYS` inside `rope_parameters`, the others at the config's top level).
 ROPE_KEYS = ("partial_rotary_factor",)
 OVERRIDES = {
+    # ModernBERT's window is `local_attention // 2`: the modules' 3 (`MODULE_SIZES`) given so.
+    "modernbert": {"local_attention": 6},
     "glm4v_text": {"partial_rotary_factor": 0.5},
     "glm4v_moe_text": {"partial_rotary_factor": 0.5, "head_dim": 128},
     # Their config classes' defaults leave these None, and their modules cannot be built so.

@@ -871,9 +871,14 @@ def module_output(module, text, rotary, attention, index, layer_type):
         window = None
     q = torch.arange(length)[:, None]
     k = torch.arange(length)[None, :]
-    keep = k <= q
-    if window is not None:
-        keep = keep & (k > q - int(window))
+    if getattr(layer, "is_causal", True) is False:  # an encoder's: both ways, within its window
+        keep = torch.ones(length, length, dtype=torch.bool)
+        if window is not None:  # transformers' bidirectional band, |q - k| < the module's window
+            keep = (q - k).abs() < int(window)
+    else:
+        keep = k <= q
+        if window is not None:
+            keep = keep & (k > q - int(window))
     blocked = torch.full((length, length), torch.finfo(torch.float64).min, dtype=torch.float64)
     mask = torch.where(keep, torch.zeros_like(blocked), blocked)[None, None]
     accepted = inspect.signature(layer.forward).parameters
@@ -936,7 +941,8 @@ def modules(only=()):
     projections, norms, biases, rotation, mask and output, as `module_output` says."""
     stored = json.loads(MODULES.read_text()) if only and MODULES.exists() else {}
     printed = stored.get("types", {})
-    for text_type, (parents, module_name) in sorted(rotary_text_models().items()):
+    models = {**rotary_text_models(), **ENCODER_MODULES}
+    for text_type, (parents, module_name) in sorted(models.items()):
         if only and text_type not in only:
             continue
         module = importlib.import_module(module_name)
@@ -967,6 +973,9 @@ def modules(only=()):
         json.dumps({"source": source, "types": dict(sorted(printed.items()))}, separators=(",", ":")) + "\n"
     )
 
+
+# Encoders whose attention modules `GroupQueryAttention.from_hf_config` reads: (parents, module).
+ENCODER_MODULES = {"modernbert": (("modernbert",), "transformers.models.modernbert.modeling_modernbert")}
 
 # The switches of the modules' own mechanisms, set in a variant of each type whose config has
 # one off by default: biases, query and key norms, the clamp (tighter than the values, so that it

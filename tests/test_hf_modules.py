@@ -16,7 +16,7 @@ from fingerprints import MODULE_POSITIONS, module_input, module_weights
 from helpers import slow_unless
 
 import tf_posenc
-from tf_posenc import _hf_attention, _hf_config, _hf_defaults
+from tf_posenc import _hf_attention, _hf_config, _hf_defaults, _hf_encoder_defaults
 
 PRINTED = json.loads((pathlib.Path(__file__).parent / "transformers_modules_5_25.json").read_text())
 TYPES = PRINTED["types"]
@@ -79,7 +79,8 @@ def build(name, key):
 def call(layer, hidden_size):
     hidden = module_input(hidden_size)
     positions = np.asarray([MODULE_POSITIONS], "int32")
-    output = layer(hidden, hidden, query_positions=positions, key_positions=positions, use_causal_mask=True)
+    causal = layer.is_causal is not False  # an encoder's (ModernBERT's) attends both ways
+    output = layer(hidden, hidden, query_positions=positions, key_positions=positions, use_causal_mask=causal)
     return keras.ops.convert_to_numpy(output)
 
 
@@ -158,7 +159,10 @@ def test_every_model_type_is_compared_whole_or_refused():
     }
     refused = {name for name, family in _hf_attention.FAMILIES.items() if family.refused}
     compared = {model_type(param.values[0]) for param in ACCEPTED}
-    assert read - latent - refused == compared
+    # Encoders whose modules are read: ModernBERT's.
+    encoders = {name for name in _hf_attention.FAMILIES if name in _hf_encoder_defaults.DEFAULTS}
+    assert encoders == {"modernbert"}
+    assert (read | encoders) - latent - refused == compared
     for name in sorted(latent | refused):
         with pytest.raises(ValueError, match="latent attention|needs a mechanism|not self-attention"):
             tf_posenc.GroupQueryAttention.from_hf_config({"model_type": name}, 0)

@@ -114,6 +114,8 @@ _GEMMA4 = _refused(
 )
 
 FAMILIES = {
+    # Encoders: ModernBERT's fused projection (its bias by `attention_bias`, off by default).
+    "modernbert": Family(names={"qkv": "Wqkv", "o": "Wo"}, fused="qkv", derived_head_dim=True),
     # Biases on some projections only, or by other keys.
     **dict.fromkeys(
         ("qwen2", "qwen2_vl_text", "qwen2_5_vl_text", "qwen2_5_omni_text", "glm4v_text"),
