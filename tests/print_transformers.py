@@ -975,7 +975,10 @@ def modules(only=()):
 
 
 # Encoders whose attention modules `GroupQueryAttention.from_hf_config` reads: (parents, module).
-ENCODER_MODULES = {"modernbert": (("modernbert",), "transformers.models.modernbert.modeling_modernbert")}
+ENCODER_MODULES = {
+    name: ((name,), f"transformers.models.{name}.modeling_{name}")
+    for name in ("modernbert", "eurobert", "ultrabert", "gte", "jina_embeddings_v3", "nomic_bert")
+}
 
 # The switches of the modules' own mechanisms, set in a variant of each type whose config has
 # one off by default: biases, query and key norms, the clamp (tighter than the values, so that it

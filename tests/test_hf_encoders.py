@@ -293,9 +293,10 @@ def test_their_per_layer_plan_and_vision_towers_are_refused_with_what_to_use():
     # added, is its self-attention's (causal, scale 1.0), its cross-attention apart.
     dia = hf_attention_layers({"model_type": "dia_decoder"})
     assert len(dia) == 18 and all(entry.causal and entry.scaling == 1.0 for entry in dia)
-    with pytest.raises(ValueError, match=r"attention module of model_type='eurobert' \(not a decoder\)"):
-        GroupQueryAttention.from_hf_config({"model_type": "eurobert"}, 0)
-    # ModernBERT's module is read (`test_hf_modules.py` compares it whole), bidirectional.
+    with pytest.raises(ValueError, match=r"attention module of model_type='esmc' \(not a decoder\)"):
+        GroupQueryAttention.from_hf_config({"model_type": "esmc"}, 0)
+    # ModernBERT's, EuroBERT's, ... modules are read (`test_hf_modules.py` compares them whole),
+    # bidirectional.
     assert GroupQueryAttention.from_hf_config({"model_type": "modernbert"}, 0).is_causal is False
     # NeoMME's layers slide by their per-layer configs, not by its `layer_types`: the printer saw
     # every other layer slide where `layer_types` lists five sliding layers, then a full one.

@@ -161,7 +161,7 @@ def test_every_model_type_is_compared_whole_or_refused():
     compared = {model_type(param.values[0]) for param in ACCEPTED}
     # Encoders whose modules are read: ModernBERT's.
     encoders = {name for name in _hf_attention.FAMILIES if name in _hf_encoder_defaults.DEFAULTS}
-    assert encoders == {"modernbert"}
+    assert encoders == {"modernbert", "eurobert", "ultrabert", "gte", "jina_embeddings_v3", "nomic_bert"}
     assert (read | encoders) - latent - refused == compared
     for name in sorted(latent | refused):
         with pytest.raises(ValueError, match="latent attention|needs a mechanism|not self-attention"):

@@ -114,8 +114,12 @@ _GEMMA4 = _refused(
 )
 
 FAMILIES = {
-    # Encoders: ModernBERT's fused projection (its bias by `attention_bias`, off by default).
+    # Encoders: ModernBERT's fused projection (its bias by `attention_bias`, off by default);
+    # EuroBERT's and UltraBERT's are Llama's; GTE's and Jina v3's always have biases, NomicBERT's none.
     "modernbert": Family(names={"qkv": "Wqkv", "o": "Wo"}, fused="qkv", derived_head_dim=True),
+    **dict.fromkeys(("eurobert", "ultrabert"), Family()),
+    **dict.fromkeys(("gte", "jina_embeddings_v3"), Family(bias=(True, "qkvo"))),
+    "nomic_bert": Family(bias=(False, "")),
     # Biases on some projections only, or by other keys.
     **dict.fromkeys(
         ("qwen2", "qwen2_vl_text", "qwen2_5_vl_text", "qwen2_5_omni_text", "glm4v_text"),
