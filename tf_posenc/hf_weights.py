@@ -162,16 +162,7 @@ def load_hf_attention_weights(layer, weights, prefix):
             values.update(_norm_values(module, norm_layer, name, count, take, prefix))
     if module.sinks:
         values["sinks"] = _shaped(take("sinks"), (heads,), f"{prefix}sinks")
-    unused = sorted(given[name] for name in set(given) - used)
-    if unused:
-        raise ValueError(
-            f"`weights` has {', '.join(f'`{name}`' for name in unused)} under `{prefix}`, which "
-            f"the layer built for model_type={module.model_type!r} does not use: its module has "
-            "a mechanism the layer lacks, or the prefix covers more than the attention module."
-        )
-    if not layer.built:
-        layer.build((None, None, hidden), (None, None, hidden))
-    _assign(layer, values)
+    _finish(layer, module, (given, used, prefix, "its module has a mechanism the layer lacks"), values)
 
 
 def _taker(weights, names, what):
@@ -270,16 +261,8 @@ def _load_deberta(layer, module, weights, prefix):
     values["attention_output/kernel"] = _shaped(take(name), (hidden, heads * head_dim), name).T
     values["attention_output/bias"] = _shaped(take(f"{output}bias"), (hidden,), f"{output}bias")
     used = {f"{proj}.{part}" for proj, _ in projections for part in ("weight", "bias")}
-    unused = sorted(names[name] for name in set(names) - used)
-    if unused:
-        raise ValueError(
-            f"`weights` has {', '.join(f'`{name}`' for name in unused)} under `{prefix}`, which the layer "
-            f"built for model_type={module.model_type!r} does not use (`share_att_key` and `pos_att_type` "
-            "say which position projections a layer has)."
-        )
-    if not layer.built:
-        layer.build((None, None, hidden), (None, None, hidden))
-    _assign(layer, values)
+    why = "`share_att_key` and `pos_att_type` say which position projections a layer has"
+    _finish(layer, module, (names, used, prefix, why), values)
 
 
 def _load_conformer(layer, module, weights, prefix):
@@ -320,19 +303,11 @@ def _load_conformer(layer, module, weights, prefix):
             name = f"{prefix}{roles[role]}"
             used.add(roles[role])
             bias_values[variable] = _shaped(take(name), (heads, head_dim), name)
-    unused = sorted(names[name] for name in set(names) - used)
-    if unused:
-        raise ValueError(
-            f"`weights` has {', '.join(f'`{name}`' for name in unused)} under `{prefix}`, which the layer "
-            f"built for model_type={module.model_type!r} does not use: its module has a mechanism the layer "
-            "lacks (a `linear_pos` bias, or positions its `position_embeddings_type` does not give), or the "
-            "prefix covers more than the attention module."
-        )
-    if not layer.built:
-        layer.build((None, None, hidden), (None, None, hidden))
-    _assign(layer, values)
-    if module.relative:
-        _assign(layer.position_bias, bias_values)
+    why = (
+        "its module has a mechanism the layer lacks (a `linear_pos` bias, or positions its "
+        "`position_embeddings_type` does not give)"
+    )
+    _finish(layer, module, (names, used, prefix, why), values, bias_values if module.relative else None)
 
 
 def _load_decomposed(layer, module, weights, prefix):
@@ -361,19 +336,29 @@ def _load_decomposed(layer, module, weights, prefix):
         for name, side in zip(("rel_pos_h", "rel_pos_w"), module.input_size, strict=True):
             used.add(name)
             tables[name] = _shaped(take(f"{prefix}{name}"), (2 * side - 1, head_dim), f"{prefix}{name}")
+    why = (
+        "`use_rel_pos` and `use_relative_position_embeddings` say whether it has relative tables, "
+        "`qkv_bias` whether `qkv` has a bias"
+    )
+    _finish(layer, module, (names, used, prefix, why), values, tables if module.relative else None)
+
+
+def _finish(layer, module, given, values, bias_values=None):
+    """The end of every loading: each weight under the prefix used (else a `ValueError` saying
+    `why` one may not be), then the layer's variables and, where given, its own position bias's."""
+    names, used, prefix, why = given
     unused = sorted(names[name] for name in set(names) - used)
     if unused:
         raise ValueError(
             f"`weights` has {', '.join(f'`{name}`' for name in unused)} under `{prefix}`, which the layer "
-            f"built for model_type={module.model_type!r} does not use (`use_rel_pos` and "
-            "`use_relative_position_embeddings` say whether it has relative tables, `qkv_bias` whether "
-            "`qkv` has a bias), or the prefix covers more than the attention module."
+            f"built for model_type={module.model_type!r} does not use: {why}; or the prefix covers more "
+            "than the attention module."
         )
     if not layer.built:
-        layer.build((None, None, hidden), (None, None, hidden))
+        layer.build((None, None, module.hidden_size), (None, None, module.hidden_size))
     _assign(layer, values)
-    if module.relative:
-        _assign(layer.position_bias, tables)
+    if bias_values is not None:
+        _assign(layer.position_bias, bias_values)
 
 
 def _norm_values(module, norm_layer, name, count, take, prefix):

@@ -7,6 +7,7 @@ from keras import ops
 
 from tf_posenc import _positions, _validation
 from tf_posenc.layers.base import PositionLayer, config_entries
+from tf_posenc.layers.score_bias import paired_positions
 
 
 def linear_resize_weights(source, target):
@@ -128,24 +129,17 @@ class DecomposedPositionBias(PositionLayer):
                 f"`queries` must have shape (batch, len, {self.num_heads}, {self.head_dim}). "
                 f"Received: queries.shape={tuple(queries.shape)}"
             )
-        if (query_positions is None) != (key_positions is None):
-            raise ValueError(
-                "Pass `query_positions` and `key_positions` together, or neither. Received: "
-                f"query_positions={'None' if query_positions is None else 'given'}, "
-                f"key_positions={'None' if key_positions is None else 'given'}"
-            )
         cells = self.grid_size[0] * self.grid_size[1]
-        if query_positions is None:
-            if queries.shape[1] not in (None, cells):
-                raise ValueError(
-                    f"Without positions the queries are the {self.grid_size[0]} x {self.grid_size[1]} grid's "
-                    f"{cells} cells (`grid_size`). Received: queries.shape={tuple(queries.shape)}"
-                )
-            query_positions = key_positions = ops.arange(cells, dtype="int32")
+        if query_positions is None and queries.shape[1] not in (None, cells):
+            raise ValueError(
+                f"Without positions the queries are the {self.grid_size[0]} x {self.grid_size[1]} grid's "
+                f"{cells} cells (`grid_size`). Received: queries.shape={tuple(queries.shape)}"
+            )
+        pair = paired_positions(query_positions, key_positions, cells, cells)
         limit = _positions.Limit(cells, "grid_size")
         query_positions, key_positions = (
-            _positions.checked_values(name, _positions.batched_positions(name, positions), limit)
-            for name, positions in (("query_positions", query_positions), ("key_positions", key_positions))
+            _positions.checked_values(name, positions, limit)
+            for name, positions in zip(("query_positions", "key_positions"), pair, strict=True)
         )
         return self.scores(queries, query_positions, key_positions)
 

@@ -6,6 +6,7 @@ from keras import ops
 
 from tf_posenc import _hf_deberta, _positions, _validation, deberta
 from tf_posenc.layers.base import PositionLayer, config_entries
+from tf_posenc.layers.score_bias import paired_positions
 
 _TERMS = ("c2p", "p2c")
 
@@ -214,15 +215,9 @@ class DisentangledPositionBias(PositionLayer):
                     f"`{name}` must have shape ({2 * self.span}, {self.num_heads}, head_dim): the table "
                     f"projected. Received: {name}.shape={tuple(tensor.shape)}"
                 )
-        if (query_positions is None) != (key_positions is None):
-            raise ValueError(
-                "Pass `query_positions` and `key_positions` together, or neither. Received: "
-                f"query_positions={'None' if query_positions is None else 'given'}, "
-                f"key_positions={'None' if key_positions is None else 'given'}"
-            )
-        if query_positions is None:
-            query_positions = ops.arange(ops.shape(queries)[1], dtype="int32")
-            key_positions = ops.arange(ops.shape(keys)[1], dtype="int32")
+        query_positions, key_positions = paired_positions(
+            query_positions, key_positions, ops.shape(queries)[1], ops.shape(keys)[1]
+        )
         return self.scores(queries, keys, position_keys, position_queries, query_positions, key_positions)
 
     def scores(self, queries, keys, position_keys, position_queries, query_positions, key_positions):

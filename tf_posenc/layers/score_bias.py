@@ -6,6 +6,24 @@ from keras import ops
 from tf_posenc import _positions, _rows
 
 
+def paired_positions(query_positions, key_positions, query_length, key_length):
+    """The int32 `(batch or 1, len)` positions of a bias's queries and keys: both given, or
+    neither (`0 .. len - 1` each); one without the other is a `ValueError`."""
+    if (query_positions is None) != (key_positions is None):
+        raise ValueError(
+            "Pass `query_positions` and `key_positions` together, or neither. Received: "
+            f"query_positions={'None' if query_positions is None else 'given'}, "
+            f"key_positions={'None' if key_positions is None else 'given'}"
+        )
+    if query_positions is None:
+        query_positions = ops.arange(query_length, dtype="int32")
+        key_positions = ops.arange(key_length, dtype="int32")
+    return (
+        _positions.batched_positions("query_positions", query_positions),
+        _positions.batched_positions("key_positions", key_positions),
+    )
+
+
 class ScoreBiasMixin:
     """A bias of attention scores that depends on the query's and the key's positions.
 
@@ -44,11 +62,7 @@ class ScoreBiasMixin:
         heads = self._checked_scores(attention_scores)
         shape = tuple(attention_scores.shape)
         if (query_positions is None) != (key_positions is None):
-            raise ValueError(
-                "Pass `query_positions` and `key_positions` together, or neither. Received: "
-                f"query_positions={'None' if query_positions is None else 'given'}, "
-                f"key_positions={'None' if key_positions is None else 'given'}"
-            )
+            paired_positions(query_positions, key_positions, None, None)  # its error
         if query_positions is None:
             lengths = ops.shape(attention_scores)[2], ops.shape(attention_scores)[3]
             return (heads, *self._default_positions(*lengths))

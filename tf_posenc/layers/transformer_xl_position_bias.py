@@ -6,6 +6,7 @@ from keras import ops
 
 from tf_posenc import _columns, _positions, _rows, _validation
 from tf_posenc.layers.base import PositionLayer, config_entries
+from tf_posenc.layers.score_bias import paired_positions
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
@@ -133,17 +134,9 @@ class TransformerXLPositionBias(PositionLayer):
                     f"`{name}` must have shape (batch, len, {self.num_heads}, {self.head_dim}). "
                     f"Received: {name}.shape={tuple(tensor.shape)}"
                 )
-        if (query_positions is None) != (key_positions is None):
-            raise ValueError(
-                "Pass `query_positions` and `key_positions` together, or neither. Received: "
-                f"query_positions={'None' if query_positions is None else 'given'}, "
-                f"key_positions={'None' if key_positions is None else 'given'}"
-            )
-        if query_positions is None:
-            query_positions = ops.arange(ops.shape(queries)[1], dtype="int32")
-            key_positions = ops.arange(ops.shape(keys)[1], dtype="int32")
-        query_positions = _positions.batched_positions("query_positions", query_positions)
-        key_positions = _positions.batched_positions("key_positions", key_positions)
+        query_positions, key_positions = paired_positions(
+            query_positions, key_positions, ops.shape(queries)[1], ops.shape(keys)[1]
+        )
         return self.scores(queries, keys, query_positions, key_positions)
 
     def scores(self, queries, keys, query_positions, key_positions):
