@@ -148,6 +148,9 @@ def test_positions_offsets_caches_and_xla_follow_one_rule():
     gaps = np.array([0, 1, 2, 3, 4, 5, 6, 7, 100])
     with pytest.raises(tf.errors.InvalidArgumentError, match="must span at most q_len \\+ k_len - 1"):
         layer(hidden, hidden, query_positions=gaps, key_positions=gaps)
+    graph = tf.function(lambda x, p: layer(x, x, query_positions=p, key_positions=p))  # the graph's check
+    with pytest.raises(tf.errors.InvalidArgumentError, match="must span at most q_len \\+ k_len - 1"):
+        graph(tf.constant(hidden), tf.constant(gaps))
 
 
 def test_rows_of_negative_offsets_are_the_sinusoid():

@@ -10,6 +10,7 @@ import pathlib
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 from fingerprints import module_weights
 from helpers import slow_unless
 
@@ -224,6 +225,12 @@ def test_fourier_features_refuse_half_precision_coordinates_and_save(tmp_path):
         layer(np.zeros((1, 2), "float16"))
     with pytest.raises(ValueError, match=r"must be floats of shape \(\.\.\., 2\)"):
         layer(np.zeros((1, 3), "float32"))
+    # Coordinates beyond the exact products' range: an error, eager or in a graph.
+    far = np.array([[3000.0, 0.5]], "float32")  # 2 * 3000 - 1 >= 4096
+    with pytest.raises(tf.errors.InvalidArgumentError, match="takes coordinates below 4096"):
+        layer(far)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="takes coordinates below 4096"):
+        tf.function(lambda c: layer(c))(tf.constant(far))
     points = keras.Input((5, 2))
     model = keras.Model(points, layer(points))
     values = np.random.RandomState(0).uniform(size=(2, 5, 2)).astype("float32")

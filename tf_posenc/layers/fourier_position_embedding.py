@@ -140,7 +140,8 @@ class FourierPositionEmbedding(PositionLayer):
             f"`FourierPositionEmbedding` takes coordinates below {bounds[0]:.0f} in magnitude (after "
             f"`2 * c - 1`) and a matrix below {bounds[1]:.0f}."
         )
-        terms = terms + ops.cast(_positions.checked_not_positive(outside, message), "float32") * 0.0
+        # Adding the checked count (0 where the values are in range) keeps the check in a graph.
+        terms = terms + ops.cast(_positions.checked_not_positive(outside, message), "float32")
         hi, mid = _rows.product_phases(terms, matrix)
         return _rows.rows_of_phases(hi, mid, self.compute_dtype)
 

@@ -162,7 +162,9 @@ class TransformerXLPositionBias(PositionLayer):
             "The positions' offsets (query - key) must span at most q_len + k_len - 1 values, as "
             "positions without gaps do: Transformer-XL's table has one row per offset of the call."
         )
-        lowest = lowest + 0 * _positions.checked_not_positive(excess, message)
+        # The lowest offset again, from the checked excess: a graph keeps the check, which a
+        # product by 0 would let it fold away.
+        lowest = ops.max(offsets) + 1 - span - _positions.checked_not_positive(excess, message)
         table = self.linear_pos(self.relative_rows(ops.arange(span, dtype="int32") + lowest))
         position = ops.einsum("bqhd,nhd->bhqn", queries + v, ops.cast(table, dtype))
         batch, heads = ops.shape(queries)[0], ops.shape(queries)[2]
