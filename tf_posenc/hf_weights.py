@@ -87,18 +87,8 @@ def load_hf_attention_weights(layer, weights, prefix):
         return _load_conformer(layer, module, weights, prefix)
     if isinstance(module, _hf_decomposed.DecomposedAttention):
         return _load_decomposed(layer, module, weights, prefix)
-    given = {name[len(prefix) :]: name for name in weights if name.startswith(prefix)}
-    used = set()
-
-    def take(name):
-        if name not in given:
-            raise ValueError(
-                f"`weights` has no `{prefix}{name}`, which the attention module of "
-                f"model_type={module.model_type!r} has."
-            )
-        used.add(name)
-        return np.asarray(weights[given[name]], dtype="float64")
-
+    source = _Weights(weights, prefix, f"the attention module of model_type={module.model_type!r}")
+    take = source.take
     hidden, heads, kv_heads, head_dim = module.hidden_size, module.heads, module.kv_heads, module.head_dim
     names = module.projections
     matrices, biases = {}, {}
@@ -109,12 +99,11 @@ def load_hf_attention_weights(layer, weights, prefix):
                 biases[role] = take(f"{names[role]}.bias")
     else:
         fused_rows = (heads + 2 * kv_heads) * head_dim
-        name = f"{prefix}{names['qkv']}"
         matrices["q"], matrices["k"], matrices["v"] = _split_fused(
-            module, _shaped(take(f"{names['qkv']}.weight"), (fused_rows, hidden), f"{name}.weight")
+            module, source.shaped(f"{names['qkv']}.weight", (fused_rows, hidden))
         )
         if module.biases & {"q", "k", "v"}:
-            bias = _shaped(take(f"{names['qkv']}.bias"), (fused_rows,), f"{name}.bias")
+            bias = source.shaped(f"{names['qkv']}.bias", (fused_rows,))
             biases["q"], biases["k"], biases["v"] = _split_fused(module, bias)
     matrices["o"] = take(f"{names['o']}.weight")
     if "o" in module.biases:
@@ -124,7 +113,7 @@ def load_hf_attention_weights(layer, weights, prefix):
         if "g" in module.biases:
             biases["gate"] = take(f"{names['gate']}.bias")
     elif module.gate == "per_head":  # one gate per head: its row repeated over the head's features
-        gate = _shaped(take(f"{names['gate']}.weight"), (heads, hidden), f"{prefix}{names['gate']}.weight")
+        gate = source.shaped(f"{names['gate']}.weight", (heads, hidden))
         matrices["gate"] = np.repeat(gate, head_dim, axis=0)
     elif module.gate == "interleaved":  # per head: its query's features, then its gate's
         both = _shaped(matrices["q"], (heads * 2 * head_dim, hidden), f"{prefix}{names['q']}.weight")
@@ -161,19 +150,32 @@ def load_hf_attention_weights(layer, weights, prefix):
         ):
             values.update(_norm_values(module, norm_layer, name, count, take, prefix))
     if module.sinks:
-        values["sinks"] = _shaped(take("sinks"), (heads,), f"{prefix}sinks")
-    _finish(layer, module, (given, used, prefix, "its module has a mechanism the layer lacks"), values)
+        values["sinks"] = source.shaped("sinks", (heads,))
+    _finish(layer, module, source, "its module has a mechanism the layer lacks", values)
 
 
-def _taker(weights, names, what):
-    """`take(name)`: the float64 array of `names[name]`, or a `ValueError` naming it."""
+class _Weights:
+    """The weights under `prefix`, taken by their names below it as float64 arrays; what was
+    taken is recorded, so that every weight given can be checked to be used. `what` names the
+    module in the error of a missing weight."""
 
-    def take(name):
-        if name not in names:
-            raise ValueError(f"`weights` has no `{name}`, which {what} has.")
-        return np.asarray(weights[names[name]], dtype="float64")
+    def __init__(self, weights, prefix, what):
+        self.weights, self.prefix, self.what = weights, prefix, what
+        self.names = {name[len(prefix) :]: name for name in weights if name.startswith(prefix)}
+        self.used = set()
 
-    return take
+    def take(self, name):
+        if name not in self.names:
+            raise ValueError(f"`weights` has no `{self.prefix}{name}`, which {self.what} has.")
+        self.used.add(name)
+        return np.asarray(self.weights[self.names[name]], dtype="float64")
+
+    def shaped(self, name, shape):
+        return _shaped(self.take(name), shape, f"{self.prefix}{name}")
+
+    def unused(self):
+        """The full names of the weights under the prefix that were not taken, sorted."""
+        return sorted(self.names[name] for name in set(self.names) - self.used)
 
 
 def _assign(layer, values):
@@ -195,24 +197,13 @@ def _load_relative_embeddings(layer, weights, prefix):
     """DeBERTa-v2's `encoder.rel_embeddings.weight` and `encoder.LayerNorm` (with
     `norm_rel_ebd="layer_norm"`) under `prefix` (the encoder's, which also holds its layers: only
     those two modules' names are the table's, and each must be used)."""
-    names = {name[len(prefix) :]: name for name in weights if name.startswith(prefix)}
-    mine = {
-        name: full for name, full in names.items() if name.split(".")[0] in ("rel_embeddings", "LayerNorm")
-    }
-    take = _taker(weights, {f"{prefix}{n}": f for n, f in mine.items()}, "the encoder's relative embeddings")
-    rows = (2 * layer.span, layer.hidden_size)
-    values = {
-        "rel_embeddings": _shaped(
-            take(f"{prefix}rel_embeddings.weight"), rows, f"{prefix}rel_embeddings.weight"
-        )
-    }
-    wanted = {"rel_embeddings.weight"}
+    source = _Weights(weights, prefix, "the encoder's relative embeddings")
+    values = {"rel_embeddings": source.shaped("rel_embeddings.weight", (2 * layer.span, layer.hidden_size))}
     if layer.layer_norm is not None:
         for variable, suffix in (("gamma", "weight"), ("beta", "bias")):
-            name = f"{prefix}LayerNorm.{suffix}"
-            values[f"layer_norm/{variable}"] = _shaped(take(name), (layer.hidden_size,), name)
-            wanted.add(f"LayerNorm.{suffix}")
-    unused = sorted(mine[name] for name in set(mine) - wanted)
+            values[f"layer_norm/{variable}"] = source.shaped(f"LayerNorm.{suffix}", (layer.hidden_size,))
+    table = ("rel_embeddings", "LayerNorm")
+    unused = [name for name in source.unused() if name[len(prefix) :].split(".")[0] in table]
     if unused:
         raise ValueError(
             f"`weights` has {', '.join(f'`{name}`' for name in unused)}, which the layer does not use: "
@@ -233,13 +224,9 @@ def _load_deberta(layer, module, weights, prefix):
             "`prefix` must name DeBERTa's `DisentangledSelfAttention`, ending in `self.` (for example "
             f"`deberta.encoder.layer.0.attention.self.`). {_validation.received('prefix', prefix)}"
         )
-    output = f"{prefix[: -len('self.')]}output.dense."
-    names = {name[len(prefix) :]: name for name in weights if name.startswith(prefix)}
-    take = _taker(
-        weights,
-        {**{f"{prefix}{n}": f for n, f in names.items()}, **{n: n for n in weights if n.startswith(output)}},
-        f"the attention module of model_type={module.model_type!r}",
-    )
+    what = f"the attention module of model_type={module.model_type!r}"
+    source = _Weights(weights, prefix, what)
+    output = _Weights(weights, f"{prefix[: -len('self.')]}output.dense.", what)
     hidden, heads, head_dim = module.hidden_size, module.heads, module.head_dim
     projections = [("query_proj", "query"), ("key_proj", "key"), ("value_proj", "value")]
     if module.bias_arguments and not module.share_att_key:
@@ -253,106 +240,83 @@ def _load_deberta(layer, module, weights, prefix):
         ]
     values = {}
     for proj, dense in projections:
-        name = f"{prefix}{proj}"
-        matrix = _shaped(take(f"{name}.weight"), (heads * head_dim, hidden), f"{name}.weight")
+        matrix = source.shaped(f"{proj}.weight", (heads * head_dim, hidden))
         values[f"{dense}/kernel"] = matrix.T.reshape(hidden, heads, head_dim)
-        values[f"{dense}/bias"] = _shaped(take(f"{name}.bias"), (heads * head_dim,), f"{name}.bias")
-    name = f"{output}weight"
-    values["attention_output/kernel"] = _shaped(take(name), (hidden, heads * head_dim), name).T
-    values["attention_output/bias"] = _shaped(take(f"{output}bias"), (hidden,), f"{output}bias")
-    used = {f"{proj}.{part}" for proj, _ in projections for part in ("weight", "bias")}
+        values[f"{dense}/bias"] = source.shaped(f"{proj}.bias", (heads * head_dim,))
+    values["attention_output/kernel"] = output.shaped("weight", (hidden, heads * head_dim)).T
+    values["attention_output/bias"] = output.shaped("bias", (hidden,))
     why = "`share_att_key` and `pos_att_type` say which position projections a layer has"
-    _finish(layer, module, (names, used, prefix, why), values)
+    _finish(layer, module, source, why, values)
 
 
 def _load_conformer(layer, module, weights, prefix):
     """A Conformer self-attention module under `prefix`: its projections, and with
     Transformer-XL's positions `linear_pos` (`relative_k_proj`) and the biases u and v, into the
     layer's `TransformerXLPositionBias`."""
-    names = {name[len(prefix) :]: name for name in weights if name.startswith(prefix)}
-    what = f"the attention module of model_type={module.model_type!r}"
-    take = _taker(weights, {f"{prefix}{n}": f for n, f in names.items()}, what)
+    source = _Weights(weights, prefix, f"the attention module of model_type={module.model_type!r}")
     hidden, heads, head_dim, roles = module.hidden_size, module.heads, module.head_dim, module.names
-    values, used = {}, set()
-
-    def matrix(role, rows, columns):
-        name = f"{prefix}{roles[role]}.weight"
-        used.add(f"{roles[role]}.weight")
-        return _shaped(take(name), (rows, columns), name)
-
-    def vector(role, suffix, size):
-        name = f"{prefix}{roles[role]}{suffix}"
-        used.add(f"{roles[role]}{suffix}")
-        return _shaped(take(name), (size,), name)
-
+    values = {}
     for role, dense in (("q", "query"), ("k", "key"), ("v", "value")):
-        values[f"{dense}/kernel"] = matrix(role, heads * head_dim, hidden).T.reshape(hidden, heads, head_dim)
+        matrix = source.shaped(f"{roles[role]}.weight", (heads * head_dim, hidden))
+        values[f"{dense}/kernel"] = matrix.T.reshape(hidden, heads, head_dim)
         if module.biases:
-            values[f"{dense}/bias"] = vector(role, ".bias", heads * head_dim).reshape(heads, head_dim)
-    values["attention_output/kernel"] = matrix("o", hidden, heads * head_dim).T.reshape(
-        heads, head_dim, hidden
-    )
+            bias = source.shaped(f"{roles[role]}.bias", (heads * head_dim,))
+            values[f"{dense}/bias"] = bias.reshape(heads, head_dim)
+    output = source.shaped(f"{roles['o']}.weight", (hidden, heads * head_dim))
+    values["attention_output/kernel"] = output.T.reshape(heads, head_dim, hidden)
     if module.biases:
-        values["attention_output/bias"] = vector("o", ".bias", hidden)
-    bias_values = {}
+        values["attention_output/bias"] = source.shaped(f"{roles['o']}.bias", (hidden,))
+    bias_values = None
     if module.relative:
-        bias_values["linear_pos/kernel"] = matrix("pos", heads * head_dim, hidden).T.reshape(
-            hidden, heads, head_dim
-        )
+        pos = source.shaped(f"{roles['pos']}.weight", (heads * head_dim, hidden))
+        bias_values = {"linear_pos/kernel": pos.T.reshape(hidden, heads, head_dim)}
         for role, variable in (("u", "pos_bias_u"), ("v_bias", "pos_bias_v")):
-            name = f"{prefix}{roles[role]}"
-            used.add(roles[role])
-            bias_values[variable] = _shaped(take(name), (heads, head_dim), name)
+            bias_values[variable] = source.shaped(roles[role], (heads, head_dim))
     why = (
         "its module has a mechanism the layer lacks (a `linear_pos` bias, or positions its "
         "`position_embeddings_type` does not give)"
     )
-    _finish(layer, module, (names, used, prefix, why), values, bias_values if module.relative else None)
+    _finish(layer, module, source, why, values, bias_values)
 
 
 def _load_decomposed(layer, module, weights, prefix):
     """A SAM-style or ViTDet attention under `prefix`: its fused `qkv` (rows `[q; k; v]`, each head
     by head), `proj`, and `rel_pos_h` / `rel_pos_w` into the layer's `DecomposedPositionBias`."""
-    names = {name[len(prefix) :]: name for name in weights if name.startswith(prefix)}
-    what = f"the attention of model_type={module.model_type!r}"
-    take = _taker(weights, {f"{prefix}{n}": f for n, f in names.items()}, what)
+    source = _Weights(weights, prefix, f"the attention of model_type={module.model_type!r}")
     hidden, heads, head_dim = module.hidden_size, module.heads, module.head_dim
-    used = {"qkv.weight", "proj.weight", "proj.bias"}
-    fused = _shaped(take(f"{prefix}qkv.weight"), (3 * hidden, hidden), f"{prefix}qkv.weight")
-    biases = np.zeros(3 * hidden)
-    if module.biases:
-        used.add("qkv.bias")
-        biases = _shaped(take(f"{prefix}qkv.bias"), (3 * hidden,), f"{prefix}qkv.bias")
+    fused = source.shaped("qkv.weight", (3 * hidden, hidden))
+    biases = source.shaped("qkv.bias", (3 * hidden,)) if module.biases else np.zeros(3 * hidden)
     values = {}
     for index, dense in enumerate(("query", "key", "value")):
         rows = slice(index * hidden, (index + 1) * hidden)
         values[f"{dense}/kernel"] = fused[rows].T.reshape(hidden, heads, head_dim)
         values[f"{dense}/bias"] = biases[rows].reshape(heads, head_dim)
-    output = _shaped(take(f"{prefix}proj.weight"), (hidden, hidden), f"{prefix}proj.weight")
-    values["attention_output/kernel"] = output.T.reshape(heads, head_dim, hidden)
-    values["attention_output/bias"] = _shaped(take(f"{prefix}proj.bias"), (hidden,), f"{prefix}proj.bias")
-    tables = {}
+    values["attention_output/kernel"] = source.shaped("proj.weight", (hidden, hidden)).T.reshape(
+        heads, head_dim, hidden
+    )
+    values["attention_output/bias"] = source.shaped("proj.bias", (hidden,))
+    tables = None
     if module.relative:
-        for name, side in zip(("rel_pos_h", "rel_pos_w"), module.input_size, strict=True):
-            used.add(name)
-            tables[name] = _shaped(take(f"{prefix}{name}"), (2 * side - 1, head_dim), f"{prefix}{name}")
+        tables = {
+            name: source.shaped(name, (2 * side - 1, head_dim))
+            for name, side in zip(("rel_pos_h", "rel_pos_w"), module.input_size, strict=True)
+        }
     why = (
         "`use_rel_pos` and `use_relative_position_embeddings` say whether it has relative tables, "
         "`qkv_bias` whether `qkv` has a bias"
     )
-    _finish(layer, module, (names, used, prefix, why), values, tables if module.relative else None)
+    _finish(layer, module, source, why, values, tables)
 
 
-def _finish(layer, module, given, values, bias_values=None):
+def _finish(layer, module, source, why, values, bias_values=None):
     """The end of every loading: each weight under the prefix used (else a `ValueError` saying
     `why` one may not be), then the layer's variables and, where given, its own position bias's."""
-    names, used, prefix, why = given
-    unused = sorted(names[name] for name in set(names) - used)
+    unused = source.unused()
     if unused:
         raise ValueError(
-            f"`weights` has {', '.join(f'`{name}`' for name in unused)} under `{prefix}`, which the layer "
-            f"built for model_type={module.model_type!r} does not use: {why}; or the prefix covers more "
-            "than the attention module."
+            f"`weights` has {', '.join(f'`{name}`' for name in unused)} under `{source.prefix}`, which the "
+            f"layer built for model_type={module.model_type!r} does not use: {why}; or the prefix covers "
+            "more than the attention module."
         )
     if not layer.built:
         layer.build((None, None, module.hidden_size), (None, None, module.hidden_size))
