@@ -110,10 +110,13 @@ def axial_arguments(config):
             f"module takes. Received: rope_type={rope_type!r}"
         )
     head_dim = _head_dim(filled)
-    if head_dim % 4 and model_type != "minimax_m3_vl_vision":
+    theta = rope.get("rope_theta") or filled.get("rope_theta") or 10000.0
+    variant = _variant(model_type, head_dim, theta)
+    # A head rotated whole splits into two bands of pairs; a tower that leaves a tail
+    # (`head_dim`, MiniMax-M3's) sizes its bands from the head itself.
+    if head_dim % 4 and "head_dim" not in variant:
         raise ValueError(
             "The vision tower's head size must be a multiple of 4: two bands of pairs, one per axis. "
             f"Received: head size {head_dim}"
         )
-    theta = rope.get("rope_theta") or filled.get("rope_theta") or 10000.0
-    return {**_variant(model_type, head_dim, theta), "max_wavelength": theta}
+    return {**variant, "max_wavelength": theta}
