@@ -272,6 +272,23 @@ def inkling_config(config):
     return filled
 
 
+def encoder_layer_index(layer_index, layers):
+    """`layer_index` checked to be a layer of an encoder of `layers` layers (None: not known)."""
+    known = isinstance(layers, int) and layers > 0
+    if (
+        not isinstance(layer_index, int)
+        or isinstance(layer_index, bool)
+        or layer_index < 0
+        or (known and layer_index >= layers)
+    ):
+        upper = f"0 .. {layers - 1}" if known else "a non-negative integer"
+        raise ValueError(
+            f"`layer_index` must be an encoder layer of the config, {upper}. "
+            f"{_validation.received('layer_index', layer_index)}"
+        )
+    return layer_index
+
+
 def read_plan(config):
     """`read`, for a per-layer plan: a composite config whose plan needs a mechanism tf_posenc
     lacks is refused under its own model type, before `read` takes its rotating part (Nemotron 3.5

@@ -60,11 +60,7 @@ def read(config, layer_index):
             f"Received: hidden_size={hidden}"
         )
     layers = _validation.positive_int("num_hidden_layers", read["num_hidden_layers"])
-    if not isinstance(layer_index, int) or isinstance(layer_index, bool) or not 0 <= layer_index < layers:
-        raise ValueError(
-            f"`layer_index` must be an encoder layer of the config, 0 .. {layers - 1}. "
-            f"{_validation.received('layer_index', layer_index)}"
-        )
+    _hf_config.encoder_layer_index(layer_index, layers)
     image = _pair("image_size", read["image_size"])
     patch = _pair("patch_size", read["patch_size"])
     window = read["window_size"]

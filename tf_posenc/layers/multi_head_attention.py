@@ -791,30 +791,6 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
         return super()._with_cache(cache, **arguments)
 
     @classmethod
-    def _from_decomposed(cls, config, layer_index, kwargs):
-        module = _hf_decomposed.read(config, layer_index)
-        arguments = {"use_bias": True, "is_causal": False}  # `proj` has a bias, whatever `qkv_bias`
-        given = kwargs.get("position_bias")
-        if module.relative and given is None:
-            options = {"dtype": kwargs["dtype"]} if "dtype" in kwargs else {}
-            arguments["position_bias"] = DecomposedPositionBias(
-                module.heads, module.head_dim, module.input_size, **options
-            )
-        elif given is not None and (
-            not module.relative
-            or not isinstance(given, DecomposedPositionBias)
-            or (given.head_dim, given.input_size) != (module.head_dim, module.input_size)
-        ):
-            raise ValueError(
-                f"`position_bias` must be a `DecomposedPositionBias` of head_dim={module.head_dim} and "
-                f"input_size={module.input_size} (layer {layer_index}'s tables), with `grid_size` the calls' "
-                f"grid. {_validation.received('position_bias', given)}"
-            )
-        layer = cls(module.heads, module.head_dim, **{**arguments, **kwargs})
-        layer._hf_module = module
-        return layer
-
-    @classmethod
     def from_hf_config(cls, config, layer_index, **kwargs):
         """The self-attention of encoder layer `layer_index` of a Hugging Face transformers
         encoder whose positions act inside attention, as transformers 5.25 has it, bidirectional:
@@ -871,13 +847,9 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
         """
         if kwargs.get("position_bias", 0) is None:  # "the one the config gives"
             kwargs = {name: value for name, value in kwargs.items() if name != "position_bias"}
-        whole = _hf_config._as_dict(config)
-        model_type = whole.get("model_type")
-        conformer = model_type in _hf_conformer.TYPES
-        deberta = model_type in _hf_deberta.TYPES
-        if model_type in _hf_decomposed.TYPES:
-            return cls._from_decomposed(config, layer_index, kwargs)
-        if not (conformer or deberta):
+        model_type = _hf_config._as_dict(config).get("model_type")
+        read = next((read for types, read in _ENCODER_ATTENTION if model_type in types), None)
+        if read is None:
             raise ValueError(
                 "`config` must be an encoder whose positions act inside attention: DeBERTa-v2/v3 or SEW-D "
                 f"({sorted(_hf_deberta.DEFAULTS)}), or a Conformer speech encoder "
@@ -886,53 +858,111 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
                 f"({sorted(_hf_decomposed.DEFAULTS)}). Decoders' attention is "
                 f"`GroupQueryAttention.from_hf_config`'s. Received: model_type={model_type!r}"
             )
-        module = (_hf_conformer if conformer else _hf_deberta).read(config)
-        if conformer and model_type != module.model_type:
-            whole = _hf_config._as_dict(whole.get("encoder_config") or {})
-        layers = whole.get("num_hidden_layers")
-        upper = f"0 .. {layers - 1}" if isinstance(layers, int) and layers > 0 else "a non-negative integer"
-        if (
-            not _positions.is_python_int(layer_index)
-            or layer_index < 0
-            or (isinstance(layers, int) and layer_index >= layers)
-        ):
+        module, arguments, bias = read(config, layer_index)
+        given = kwargs.get("position_bias")
+        if bias is None and given is not None:
             raise ValueError(
-                f"`layer_index` must be an encoder layer of the config, {upper}. "
-                f"{_validation.received('layer_index', layer_index)}"
+                f"`position_bias` must be None: the attention of model_type={module.model_type!r} has no "
+                f"relative positions in this config. {_validation.received('position_bias', given)}"
             )
-        if conformer:
-            arguments = {"use_bias": module.biases, "is_causal": False}
-            if module.relative:
-                options = {"dtype": kwargs["dtype"]} if "dtype" in kwargs else {}
-                arguments["position_bias"] = TransformerXLPositionBias(
-                    module.heads, module.head_dim, module.hidden_size, **options
-                )
-            layer = cls(module.heads, module.head_dim, **{**arguments, **kwargs})
-            layer._hf_module = module
-            return layer
-        arguments = {"use_bias": True, "is_causal": False}
-        if module.bias_arguments:
-            given = kwargs.get("position_bias")
+        if bias is not None:
+            make, fits, expected = bias
             if given is None:
                 options = {"dtype": kwargs["dtype"]} if "dtype" in kwargs else {}
-                kwargs = {
-                    **kwargs,
-                    "position_bias": DisentangledPositionBias(**module.bias_arguments, **options),
-                }
-            elif not isinstance(given, DisentangledPositionBias) or any(
-                getattr(given, name) != value for name, value in module.bias_arguments.items()
-            ):
+                arguments["position_bias"] = make(**options)
+            elif not fits(given):
                 raise ValueError(
-                    "`position_bias` must be the encoder's `DisentangledPositionBias`, as "
-                    "`DisentangledPositionBias.from_hf_config(config)` builds it. "
-                    f"{_validation.received('position_bias', given)}"
+                    f"`position_bias` must be {expected}. {_validation.received('position_bias', given)}"
                 )
-        else:
-            # No position terms: the scale still counts `pos_att_type`, as transformers' does.
-            arguments["scaling"] = 1.0 / math.sqrt(module.head_dim * (1 + len(module.pos_att_type)))
         layer = cls(module.heads, module.head_dim, **{**arguments, **kwargs})
         layer._hf_module = module  # what `load_hf_attention_weights` loads
         return layer
+
+
+def _deberta_attention(config, layer_index):
+    """DeBERTa-v2's or SEW-D's module, the layer's arguments, and its position bias (how to
+    make it, whether a given one fits, what it must be), or None without relative attention."""
+    module = _hf_deberta.read(config)
+    _hf_config.encoder_layer_index(layer_index, _hf_config._as_dict(config).get("num_hidden_layers"))
+    arguments = {"use_bias": True, "is_causal": False}
+    if not module.bias_arguments:
+        # No position terms: the scale still counts `pos_att_type`, as transformers' does.
+        arguments["scaling"] = 1.0 / math.sqrt(module.head_dim * (1 + len(module.pos_att_type)))
+        return module, arguments, None
+
+    def fits(given):
+        return isinstance(given, DisentangledPositionBias) and all(
+            getattr(given, name) == value for name, value in module.bias_arguments.items()
+        )
+
+    def make(**options):
+        return DisentangledPositionBias(**module.bias_arguments, **options)
+
+    expected = (
+        "the encoder's `DisentangledPositionBias`, as `DisentangledPositionBias.from_hf_config(config)` "
+        "builds it"
+    )
+    return module, arguments, (make, fits, expected)
+
+
+def _conformer_attention(config, layer_index):
+    """A Conformer encoder's module, the layer's arguments, and its own position bias."""
+    module = _hf_conformer.read(config)
+    whole = _hf_config._as_dict(config)
+    if whole.get("model_type") != module.model_type:  # a parent's `encoder_config`
+        whole = _hf_config._as_dict(whole.get("encoder_config") or {})
+    _hf_config.encoder_layer_index(layer_index, whole.get("num_hidden_layers"))
+    arguments = {"use_bias": module.biases, "is_causal": False}
+    if not module.relative:
+        return module, arguments, None
+
+    def fits(given):
+        return isinstance(given, TransformerXLPositionBias) and (
+            given.num_heads,
+            given.head_dim,
+            given.hidden_size,
+        ) == (module.heads, module.head_dim, module.hidden_size)
+
+    def make(**options):
+        return TransformerXLPositionBias(module.heads, module.head_dim, module.hidden_size, **options)
+
+    expected = (
+        f"a `TransformerXLPositionBias` of num_heads={module.heads}, head_dim={module.head_dim} and "
+        f"hidden_size={module.hidden_size}"
+    )
+    return module, arguments, (make, fits, expected)
+
+
+def _decomposed_attention(config, layer_index):
+    """A SAM-style or ViTDet layer's module, the layer's arguments, and its position bias for the
+    grid its tables are learned for (a given one may have another `grid_size`)."""
+    module = _hf_decomposed.read(config, layer_index)
+    arguments = {"use_bias": True, "is_causal": False}  # `proj` has a bias, whatever `qkv_bias`
+    if not module.relative:
+        return module, arguments, None
+
+    def fits(given):
+        return isinstance(given, DecomposedPositionBias) and (given.head_dim, given.input_size) == (
+            module.head_dim,
+            module.input_size,
+        )
+
+    def make(**options):
+        return DecomposedPositionBias(module.heads, module.head_dim, module.input_size, **options)
+
+    expected = (
+        f"a `DecomposedPositionBias` of head_dim={module.head_dim} and input_size={module.input_size} "
+        f"(layer {layer_index}'s tables), with `grid_size` the calls' grid"
+    )
+    return module, arguments, (make, fits, expected)
+
+
+# The encoders `MultiHeadAttention.from_hf_config` reads, by model type.
+_ENCODER_ATTENTION = (
+    (_hf_deberta.TYPES, _deberta_attention),
+    (_hf_conformer.TYPES, _conformer_attention),
+    (_hf_decomposed.TYPES, _decomposed_attention),
+)
 
 
 @keras.saving.register_keras_serializable(package="tf_posenc")
