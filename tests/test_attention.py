@@ -561,6 +561,12 @@ def test_attention_temperature_with_offset_0_is_ministral3s():
     assert attention_temperature([8191], 8192, 0.1).numpy()[0] > 1.0
     plan = hf_attention_layers({**TINY, **PLAN_CONFIGS["ministral3"]})
     assert all(entry.temperature == (16384, 0.1, 0, False) for entry in plan)
+    # The plan's record, whole or unpacked as 0.7's pages did, gives the same scales.
+    by_record = attention_temperature(positions, plan[0].temperature).numpy()
+    np.testing.assert_array_equal(by_record, got)
+    np.testing.assert_array_equal(attention_temperature(positions, *plan[0].temperature).numpy(), got)
+    with pytest.raises(ValueError, match="gives `attn_scale` too"):
+        attention_temperature(positions, plan[0].temperature, 0.1)
     for offset in (2, True, -1):
         with pytest.raises(ValueError, match=r"`offset` must be 0 or 1"):
             attention_temperature([0], 8192, 0.1, offset=offset)

@@ -108,7 +108,9 @@ def test_the_attention_is_transformers_module_whole(case):
     pairs = mask[:, :, None] & mask[:, None, :]
     ours = keras.ops.convert_to_numpy(layer(hidden, hidden, attention_mask=pairs))
     printed = np.array(PRINTED["cases"][case]["output"]).reshape(ours.shape)
-    valid = mask  # a padded query's row is no token's (transformers' and SEW-D's differ there)
+    # A padded query sees no key: DeBERTa-v2's softmax weights every key alike there, as the
+    # layer does; SEW-D's `XSoftmax` weights none (its rows are compared where tokens are).
+    valid = mask if case.startswith("sew-d") else np.ones_like(mask)
     np.testing.assert_allclose(ours[valid], printed[valid], rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(
         ours[valid], restated(config, weights, hidden, mask)[valid], rtol=1e-12, atol=1e-12
@@ -180,6 +182,39 @@ def test_a_shared_bias_reloads_as_one_table(tmp_path):
     one, two = reloaded.layers[1], reloaded.layers[2]
     assert one.position_bias is two.position_bias
     assert len(reloaded.weights) == len(model.weights) == 2 * 8 + 3  # the table and its norm once
+
+
+def test_a_layer_without_the_encoders_table_is_refused():
+    config = {"model_type": "deberta-v2", **PRINTED["cases"]["deberta-v2:v3"]["config"]}
+    with pytest.raises(ValueError, match=r"share one relative position table.*position_bias=bias"):
+        tf_posenc.MultiHeadAttention.from_hf_config(config, 0)
+    weights, prefix = weights_of("deberta-v2:v3"), f"{PREFIX}layer.0.attention.self."
+    # A bias never loaded, and one loaded from another table: the layer's own weights would
+    # load beside either without a word, and score positions with a table the checkpoint lacks.
+    other = {**weights, f"{PREFIX}rel_embeddings.weight": weights[f"{PREFIX}rel_embeddings.weight"] + 1.0}
+    for source in (None, other):
+        bias = DisentangledPositionBias.from_hf_config(config, dtype="float64")
+        if source is not None:
+            tf_posenc.load_hf_attention_weights(bias, source, PREFIX)
+        layer = tf_posenc.MultiHeadAttention.from_hf_config(config, 0, position_bias=bias, dtype="float64")
+        with pytest.raises(ValueError, match=r"relative table `deberta\.encoder\.rel_embeddings\.weight`"):
+            tf_posenc.load_hf_attention_weights(layer, weights, prefix)
+
+
+def test_a_reloaded_layer_takes_the_weights(tmp_path):
+    layer, config, weights = built("deberta-v2:v3")
+    hidden, mask = inputs()
+    pairs = mask[:, :, None] & mask[:, None, :]
+    expected = keras.ops.convert_to_numpy(layer(hidden, hidden, attention_mask=pairs))
+    tokens = keras.Input((LENGTH, 32), dtype="float64")
+    keras.Model(tokens, layer(tokens, tokens)).save(tmp_path / "layer.keras")
+    reloaded = keras.saving.load_model(tmp_path / "layer.keras").layers[1]
+    for variable in reloaded.weights:  # nothing carried over: the weights come from the state dict
+        variable.assign(np.zeros(variable.shape))
+    tf_posenc.load_hf_attention_weights(reloaded.position_bias, weights, PREFIX)
+    tf_posenc.load_hf_attention_weights(reloaded, weights, f"{PREFIX}layer.0.attention.self.")
+    ours = keras.ops.convert_to_numpy(reloaded(hidden, hidden, attention_mask=pairs))
+    np.testing.assert_array_equal(ours, expected)
 
 
 def test_mixed_precision_stays_near_float64():

@@ -95,6 +95,7 @@ QUICK = {
 
 ACCEPTED = slow_unless(QUICK, (case for case in CASES if refusal(*case) is None))
 REFUSALS = slow_unless(None, (case for case in CASES if refusal(*case) is not None))  # no call: all quick
+ACCEPTED_NAMES = [case for case in CASES if refusal(*case) is None]
 
 
 @pytest.mark.parametrize("name, key", ACCEPTED)
@@ -175,3 +176,57 @@ def test_the_loader_fills_a_layer_already_built_in_a_model():
     tf_posenc.load_hf_attention_weights(layer, weights, PREFIX)
     ours = call(layer, layer._hf_module.hidden_size)
     assert np.abs(ours - theirs.reshape(ours.shape)).max() <= 1e-9 * np.abs(theirs).max()
+
+
+def test_every_record_survives_the_layers_config():
+    # What the loader reads after `keras.saving.load_model`: the record, through JSON, unchanged.
+    for name, key in CASES:
+        if refusal(name, key) is None:
+            layer = build(name, key)[0]
+            config = json.loads(json.dumps(layer.get_config()))
+            assert type(layer).from_config(config)._hf_module == layer._hf_module, name
+
+
+@pytest.mark.parametrize(
+    "name, key",
+    [("gemma3_text", "Gemma3Attention:sliding_attention"), ("phi3", "Phi3Attention:None")],
+    ids=["gemma3_text", "phi3"],
+)
+def test_a_reloaded_layer_takes_the_weights(name, key, tmp_path):
+    layer, weights, theirs = build(name, key)
+    hidden = keras.Input((None, layer._hf_module.hidden_size), dtype="float64")
+    keras.Model(hidden, layer(hidden, hidden, use_causal_mask=True)).save(tmp_path / "model.keras")
+    reloaded = keras.saving.load_model(tmp_path / "model.keras").layers[1]
+    tf_posenc.load_hf_attention_weights(reloaded, weights, PREFIX)
+    ours = call(reloaded, reloaded._hf_module.hidden_size)
+    assert np.abs(ours - theirs.reshape(ours.shape)).max() <= 1e-9 * np.abs(theirs).max()
+
+
+def test_a_key_the_config_class_lacks_is_ignored():
+    # HRM's config class has no `num_key_value_heads`, and transformers ignores one a config file
+    # carries: every head has its own keys. The readers ignore it too.
+    config = {"model_type": "hrm_text", "hidden_size": 32, "num_attention_heads": 4, "head_dim": 8}
+    layer = tf_posenc.GroupQueryAttention.from_hf_config({**config, "num_key_value_heads": 2}, 0)
+    assert layer.num_key_value_heads == 4
+    # A type whose class has the key reads it.
+    llama = {**config, "model_type": "llama", "num_key_value_heads": 2}
+    llama = tf_posenc.GroupQueryAttention.from_hf_config(llama, 0)
+    assert llama.num_key_value_heads == 2
+
+
+def test_a_prefix_without_its_dot_is_named():
+    layer, weights, _ = build("llama", "LlamaAttention:None")
+    missing = r"no `model\.layers\.0\.self_attnq_proj\.weight`"
+    with pytest.raises(ValueError, match=missing + r'.*the prefix "model\.layers\.0\.self_attn\."'):
+        tf_posenc.load_hf_attention_weights(layer, weights, PREFIX[:-1])
+
+
+def test_a_type_running_another_types_modules_reads_as_it_with_its_own_defaults():
+    # EXAONE 3's config class is its own (rope_theta 500000 by default) and its modules Llama's:
+    # `_hf_module_defaults.ALIASES`, found by the printer from `AutoModelForCausalLM`'s classes.
+    sizes = {"hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2}
+    exaone = tf_posenc.GroupQueryAttention.from_hf_config({"model_type": "exaone", **sizes}, 0)
+    llama = tf_posenc.GroupQueryAttention.from_hf_config({"model_type": "llama", **sizes}, 0)
+    assert (exaone.rope.max_wavelength, llama.rope.max_wavelength) == (500000.0, 10000.0)
+    assert exaone._hf_module._replace(model_type="llama") == llama._hf_module
+    assert {"exaone", "internlm3"} <= {model_type(name) for name, _ in ACCEPTED_NAMES}

@@ -559,3 +559,46 @@ def test_llama4_temperature_scales_at_the_cache_slots_ministral3_at_the_position
         )
         # The scale is float32, as transformers computes it: a few float32 units of the largest output.
         assert np.abs(got - expected).max() <= 1e-6 * np.abs(expected).max()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: MultiHeadAttention(2, 8, rope=RotaryEmbedding()),
+     lambda: GroupQueryAttention(8, 4, 2, rope=RotaryEmbedding(), position_bias=AlibiBias(num_heads=4))],
+    ids=["mha-rope", "gqa-rope-alibi"],
+)  # fmt: skip
+def test_a_mask_of_rank_2_is_for_every_sequence_with_or_without_a_cache(make):
+    # Keras's and keras-hub's layers take `(q_len, k_len)` for the whole batch; so do these.
+    layer = make()
+    causal = np.tril(np.ones((7, 7), bool))
+    expected = layer(X, X, attention_mask=np.broadcast_to(causal, (2, 7, 7))).numpy()
+    np.testing.assert_array_equal(layer(X, X, attention_mask=causal).numpy(), expected)
+    heads = getattr(layer, "num_key_value_heads", 2)
+    cache = np.zeros((2, 2, 7, heads, 8), "float32")
+    output, _ = layer(X, X, cache=cache, cache_update_index=0, attention_mask=causal)
+    np.testing.assert_allclose(output.numpy(), expected, atol=1e-6)
+    for shape in ((7, 6), (3, 7, 7), (7,)):
+        with pytest.raises(ValueError, match=r"`attention_mask` must have shape \(2, 7, 7\) or \(7, 7\)"):
+            layer(X, X, attention_mask=np.ones(shape, bool))
+
+
+@pytest.mark.parametrize(
+    "bias",
+    [None, lambda: AlibiBias(num_heads=2), lambda: RelativePositionBias(2, 16, 40)],
+    ids=["no-bias", "alibi", "t5"],
+)
+def test_a_query_that_sees_no_key_weights_every_key_alike(bias):
+    # transformers fills masked scores with the dtype's minimum: a row with no visible key is a
+    # softmax of equal scores, 1/k_len on every key, whatever the bias (float64, where a finite
+    # fill added to the bias would not give equal scores).
+    layer = MultiHeadAttention(2, 8, rope=RotaryEmbedding(), position_bias=bias and bias(), dtype="float64")
+    x = X.astype("float64")
+    mask = np.ones((2, 7, 7), bool)
+    mask[0, 2] = False  # query 2 of the first sequence sees nothing
+    output, weights = layer(x, x, attention_mask=mask, return_attention_scores=True)
+    np.testing.assert_allclose(weights.numpy()[0, :, 2], np.full((2, 7), 1 / 7), rtol=1e-15)
+    # The fused route (no scores asked for) gives the same outputs.
+    np.testing.assert_allclose(layer(x, x, attention_mask=mask).numpy(), output.numpy(), rtol=1e-12)
+    values = layer._value_dense(x).numpy()[0]  # (k_len, heads, key_dim): their mean, projected
+    mean = np.einsum("nh,nhd->d", values.mean(0), layer._output_dense.kernel.numpy())
+    np.testing.assert_allclose(output.numpy()[0, 2], mean + layer._output_dense.bias.numpy(), rtol=1e-12)

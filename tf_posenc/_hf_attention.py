@@ -101,7 +101,7 @@ _PERSIMMON_QK = Norm(
 
 
 def _molmo2_norm(config):
-    return _QK_ALL if _value(config, "qk_norm_type") == "olmo" else _QK
+    return _QK_ALL if config_value(config, "qk_norm_type") == "olmo" else _QK
 
 
 def _refused(mechanism):
@@ -295,7 +295,15 @@ def default(config, key):
     return _hf_module_defaults.DEFAULTS.get(config.get("model_type"), {}).get(key)
 
 
-def _value(config, key):
+def declared(config, key):
+    """Whether the config class of `config`'s model type has `key`. transformers ignores a key its
+    config class lacks (config files in the wild carry such keys), so the readers do too: a key of
+    the printed `KEYS` absent from the type's printed row is not the class's."""
+    row = _hf_module_defaults.DEFAULTS.get(config.get("model_type"))
+    return row is None or key not in _hf_module_defaults.KEYS or key in row
+
+
+def config_value(config, key):
     """A config key (`"a.b"`: key `b` of the dict at `a`), or its config class's default where
     the config omits it; a constant as itself."""
     if not isinstance(key, str):
@@ -305,7 +313,7 @@ def _value(config, key):
         nested = config.get(outer)
         nested = nested if isinstance(nested, dict) else vars(nested) if nested is not None else {}
         return nested.get(inner)
-    if config.get(key) is not None:
+    if config.get(key) is not None and declared(config, key):
         return config[key]
     return default(config, key)
 
@@ -313,10 +321,10 @@ def _value(config, key):
 def _gate(model_type, config, record):
     """The gate a config turns on: LFM3's `use_attention_gate`, Step-3.5's `gating` (per head, or
     per feature)."""
-    if model_type == "lfm3" and _value(config, "use_attention_gate") is False:
+    if model_type == "lfm3" and config_value(config, "use_attention_gate") is False:
         return None
     if model_type == "step3p5":
-        gating = _value(config, "gating")
+        gating = config_value(config, "gating")
         if gating is False:
             return None
         return "per_head" if gating in (True, None, "per-head") else "separate"
@@ -326,9 +334,9 @@ def _gate(model_type, config, record):
 def _falcon_layout(config, heads):
     """Falcon's key-value heads and fused layout: its new decoder architecture groups
     `num_kv_heads`; the older one has one key-value head (`multi_query`) or one per head."""
-    if _value(config, "new_decoder_architecture"):
-        return _value(config, "num_kv_heads"), "falcon"
-    if _value(config, "multi_query"):
+    if config_value(config, "new_decoder_architecture"):
+        return config_value(config, "num_kv_heads"), "falcon"
+    if config_value(config, "multi_query"):
         return 1, "falcon_multi_query"
     return heads, "per_head"
 
@@ -354,26 +362,32 @@ def module_record(config, heads, kv_heads, head_dim, layer):
     if record.derived_head_dim:
         head_dim = config["hidden_size"] // heads
     if record.kv_heads is not None:
-        kv_heads = _value(config, record.kv_heads) or 1  # DbrxAttentionConfig's default
+        kv_heads = config_value(config, record.kv_heads) or 1  # DbrxAttentionConfig's default
     fused = record.fused
     if fused == "falcon":
         kv_heads, fused = _falcon_layout(config, heads)
     bias_key, with_bias = record.bias
-    biases = set(with_bias) if _value(config, bias_key) else set()
+    biases = set(with_bias) if config_value(config, bias_key) else set()
     if record.out_bias is not None:
         biases.discard("o")
-        if _value(config, record.out_bias):
+        if config_value(config, record.out_bias):
             biases.add("o")
     norm = record.norm(config) if callable(record.norm) else record.norm
-    if norm is not None and norm.when is not None and not _value(config, norm.when):
+    if norm is not None and norm.when is not None and not config_value(config, norm.when):
         norm = None
     if norm is not None and norm.rope_layers_only and layer.rope is None:
         norm = None
-    clip = None if record.clip_key is None else _value(config, record.clip_key)
-    soft_cap = None if record.soft_cap_key is None else _value(config, record.soft_cap_key)
+    clip = None if record.clip_key is None else config_value(config, record.clip_key)
+    soft_cap = None if record.soft_cap_key is None else config_value(config, record.soft_cap_key)
     score_scale = None
     if record.score_scale is not None and layer.sliding_window is None:
-        score_scale = _value(config, record.score_scale)
+        score_scale = config_value(config, record.score_scale)
+    if "key_multiplier" in _hf_module_defaults.DEFAULTS.get(model_type, {}):
+        # Keys scaled after their projection (Falcon-H1's `key_multiplier`), read wherever the
+        # config class has the key: the rotation is linear, so every score scales alike.
+        multiplier = float(config_value(config, "key_multiplier"))
+        if multiplier != 1.0:
+            score_scale = multiplier * (1.0 if score_scale is None else float(score_scale))
     return Module(
         model_type=model_type,
         hidden_size=config["hidden_size"],
@@ -384,7 +398,7 @@ def module_record(config, heads, kv_heads, head_dim, layer):
         fused=fused,
         biases=frozenset(biases),
         norm=norm,
-        epsilon=None if norm is None else float(_value(config, norm.epsilon)),
+        epsilon=None if norm is None else float(config_value(config, norm.epsilon)),
         clip_qkv=None if clip is None else float(clip),
         soft_cap=None if soft_cap is None else float(soft_cap),
         sinks=record.sinks,

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from tf_posenc import _hf_defaults, _hf_encoder_defaults, _rope_types, _validation
+from tf_posenc import _hf_defaults, _hf_encoder_defaults, _hf_module_defaults, _rope_types, _validation
 
 _LAYER_TYPES = ("full_attention", "sliding_attention")
 
@@ -184,7 +184,14 @@ def read(config):
     for ours, theirs in _hf_defaults.ATTRIBUTE_MAPS.get(model_type, {}).items():
         if language.get(ours) is None and language.get(theirs) is not None:
             language[ours] = language[theirs]  # GPT-J's `n_embd`, Zamba2's `attention_head_dim`, ...
-    return _with_defaults(language, model_type)
+    language = _with_defaults(language, model_type)
+    modules_of = _hf_module_defaults.ALIASES.get(model_type)
+    if modules_of is not None:
+        # Its own class's defaults filled in, it is the type whose modules it runs (EXAONE 3 and
+        # InternLM3 run Llama's): every rule of that type applies from here on.
+        own = _hf_module_defaults.DEFAULTS.get(model_type, {})
+        language = {**{k: v for k, v in own.items() if v is not None}, **language, "model_type": modules_of}
+    return language
 
 
 # Keys of older config.json files that the encoders' config classes convert (transformers 5.25's
@@ -1280,13 +1287,16 @@ def _rotating_layers(config, types, parameters):
 
 def is_latent_attention(config):
     """Whether the model of `config` (a dict from `read`) has DeepSeek's latent attention."""
-    return config.get("model_type") in _MLA
+    model_type = config.get("model_type")
+    return _hf_module_defaults.ALIASES.get(model_type, model_type) in _MLA
 
 
 def _softmax_scale(config, parameters):
     """The `self.scaling` of the model's attention modules: what multiplies `q . k`."""
     model_type = config.get("model_type")
-    if model_type in ("gemma2", "gemma3", "gemma3_text"):
+    if "query_pre_attn_scalar" in _hf_defaults.DEFAULTS.get(model_type, {}):
+        # Every config class of transformers 5.25 with the key (Gemma 2 and 3, VaultGemma,
+        # Step 3.5, T5Gemma 2) has modules that scale by it: read wherever the class has it.
         return config["query_pre_attn_scalar"] ** -0.5
     if model_type in (*_KV_SHARING, "gemma4_unified_text", "diffusion_gemma_text", "embedding_gemma2_text"):
         return 1.0  # Gemma 3n and 4 (and EmbeddingGemma 2) normalise their queries and keys instead

@@ -195,7 +195,7 @@ class Temperature(NamedTuple):
     slots: bool = False
 
 
-def attention_temperature(positions, floor_scale, attn_scale, offset=1):
+def attention_temperature(positions, floor_scale, attn_scale=None, offset=1, slots=False):
     """Llama 4's query scale for its layers without rotation (temperature tuning), and
     Ministral 3's for all its layers.
 
@@ -213,10 +213,15 @@ def attention_temperature(positions, floor_scale, attn_scale, offset=1):
 
     Args:
         positions: Integer tensor of any shape: the queries' positions.
-        floor_scale: Positive number (Llama 4: `8192`).
-        attn_scale: Number (Llama 4: `0.1`).
+        floor_scale: Positive number (Llama 4: `8192`), or a whole `Temperature` record (a
+            plan's `temperature`), whose fields are then the other arguments.
+        attn_scale: Number (Llama 4: `0.1`); given by the record when `floor_scale` is one.
         offset: `0` or `1`: added to each position before the floor. Defaults to `1`
             (Llama 4).
+        slots: Boolean, the record's `slots`: which positions an attention layer passes (the
+            cache slots a call writes, for Llama 4). The scale is of the `positions` given here
+            either way; accepted so that `attention_temperature(positions, *plan.temperature)`
+            keeps working. Defaults to `False`.
 
     Returns:
         A float32 tensor of the shape of `positions`; multiply the queries by it (for
@@ -227,7 +232,24 @@ def attention_temperature(positions, floor_scale, attn_scale, offset=1):
         >>> scale = attention_temperature([0, 8190, 8191, 3 * 8192 - 1], 8192, 0.1)
         >>> [round(float(value), 6) for value in keras.ops.convert_to_numpy(scale)]
         [1.0, 1.0, 1.069315, 1.138629]
+        >>> record = Temperature(8192, 0.1, offset=1, slots=True)  # a plan's `temperature`
+        >>> by_record = attention_temperature([8191], record)
+        >>> bool(keras.ops.all(by_record == attention_temperature([8191], *record)))  # 0.7's call
+        True
     """
+    if isinstance(floor_scale, Temperature):
+        if attn_scale is not None:
+            raise ValueError(
+                "`floor_scale` is a whole `Temperature` record, which gives `attn_scale` too: pass one or "
+                f"the other. {_validation.received('attn_scale', attn_scale)}"
+            )
+        floor_scale, attn_scale, offset, slots = floor_scale
+    if attn_scale is None:
+        raise ValueError(
+            "`attn_scale` is needed with a number as `floor_scale` (or pass a `Temperature` record). "
+            "Received: attn_scale=None"
+        )
+    _validation.boolean("slots", slots)
     floor_scale = _validation.number_at_least("floor_scale", floor_scale, 0, strict=True)
     attn_scale = _validation.number_at_least("attn_scale", attn_scale, float("-inf"))
     if isinstance(offset, bool) or offset not in (0, 1):

@@ -1,5 +1,7 @@
 """Loading a transformers attention module's weights into tf_posenc's attention layers."""
 
+import re
+
 import numpy as np
 
 from tf_posenc import _hf_conformer, _hf_deberta, _hf_decomposed, _validation
@@ -36,21 +38,29 @@ def _split_fused(module, fused):
 def load_hf_attention_weights(layer, weights, prefix):
     """Loads every weight of a transformers attention module into `layer`.
 
-    `layer` is a `GroupQueryAttention` made by `GroupQueryAttention.from_hf_config`, which
-    knows the module's projections (separate, or fused as Phi-3's `qkv_proj`, GPT-NeoX's and
-    Persimmon's `query_key_value` split per head, Falcon's grouped and multi-query layouts),
-    its biases, query and key norms (Gemma's `1 + weight` loaded as the scale), sinks and output
-    gate. Every weight under `prefix` must be used, every weight the layer needs must be there,
-    and every shape must match: anything else is a `ValueError` naming the weight, so a
+    `layer` is an attention layer made by `GroupQueryAttention.from_hf_config` (decoders and the
+    encoders it reads) or `MultiHeadAttention.from_hf_config` (DeBERTa-v2/v3 and SEW-D, the
+    Conformer speech encoders, SAM-style and ViTDet vision encoders), or reloaded from a file
+    saved with one (its config keeps what the loader needs); or a `DisentangledPositionBias`,
+    the relative table a DeBERTa encoder's layers share, under the encoder's prefix (such as
+    `"deberta.encoder."`), loaded before the layers. The layer knows the module's projections
+    (separate, or fused as Phi-3's `qkv_proj`, GPT-NeoX's and Persimmon's `query_key_value`
+    split per head, Falcon's grouped and multi-query layouts), its biases, query and key norms
+    (Gemma's `1 + weight` loaded as the scale), sinks and output gate. Every weight under
+    `prefix` must be used, every weight the layer needs must be there, and every shape must
+    match: anything else is a `ValueError` naming the weight, so a
     mechanism the layer does not build shows as an error, never as a wrong number.
 
     Args:
-        layer: A `GroupQueryAttention` from `GroupQueryAttention.from_hf_config`.
+        layer: A layer from `GroupQueryAttention.from_hf_config` or
+            `MultiHeadAttention.from_hf_config` (or reloaded from one), or a
+            `DisentangledPositionBias`.
         weights: Mapping of transformers' state-dict names to arrays (NumPy, or anything
             `numpy.asarray` takes: a safetensors file's tensors, a torch state dict's
             `.numpy()`).
-        prefix: String. The module's prefix in `weights`, for example
-            `"model.layers.0.self_attn."`.
+        prefix: String. The module's prefix in `weights`, with its trailing dot, for example
+            `"model.layers.0.self_attn."` (DeBERTa's: `"deberta.encoder.layer.0.attention.self."`,
+            whose `output.dense` beside it is loaded too).
 
     Example:
 
@@ -166,7 +176,10 @@ class _Weights:
 
     def take(self, name):
         if name not in self.names:
-            raise ValueError(f"`weights` has no `{self.prefix}{name}`, which {self.what} has.")
+            hint = ""
+            if self.prefix and not self.prefix.endswith(".") and f"{self.prefix}.{name}" in self.weights:
+                hint = f' Did you mean the prefix "{self.prefix}." (with its trailing dot)?'
+            raise ValueError(f"`weights` has no `{self.prefix}{name}`, which {self.what} has.{hint}")
         self.used.add(name)
         return np.asarray(self.weights[self.names[name]], dtype="float64")
 
@@ -225,6 +238,7 @@ def _load_deberta(layer, module, weights, prefix):
             f"`deberta.encoder.layer.0.attention.self.`). {_validation.received('prefix', prefix)}"
         )
     what = f"the attention module of model_type={module.model_type!r}"
+    _check_shared_table(layer, weights, prefix)
     source = _Weights(weights, prefix, what)
     output = _Weights(weights, f"{prefix[: -len('self.')]}output.dense.", what)
     hidden, heads, head_dim = module.hidden_size, module.heads, module.head_dim
@@ -247,6 +261,26 @@ def _load_deberta(layer, module, weights, prefix):
     values["attention_output/bias"] = output.shaped("bias", (hidden,))
     why = "`share_att_key` and `pos_att_type` say which position projections a layer has"
     _finish(layer, module, source, why, values)
+
+
+def _check_shared_table(layer, weights, prefix):
+    """The relative table the encoder of `prefix` holds, where `weights` has it, must be the
+    layer's: a layer given another bias (or one never loaded) would take its own weights and
+    score positions with a table the checkpoint does not have."""
+    encoder = re.fullmatch(r"(.*)layer\.\d+\.attention\.self\.", prefix)
+    name = encoder and f"{encoder.group(1)}rel_embeddings.weight"
+    if not name or name not in weights:
+        return
+    bias = layer.position_bias
+    table = np.asarray(weights[name], dtype="float64")
+    held = None if bias is None or not bias.built else np.asarray(bias.rel_embeddings)
+    if held is None or held.shape != table.shape or not np.array_equal(held, table.astype(held.dtype)):
+        raise ValueError(
+            f"`weights` holds the encoder's relative table `{name}`, and the layer's `position_bias` "
+            "is not loaded from it: load it first with `tf_posenc.load_hf_attention_weights(bias, "
+            f'weights, "{encoder.group(1)}")` and give that bias to every layer. '
+            f"{_validation.received('position_bias', bias)}"
+        )
 
 
 def _load_conformer(layer, module, weights, prefix):

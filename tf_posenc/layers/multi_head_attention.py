@@ -12,6 +12,7 @@ from tf_posenc import (
     _hf_conformer,
     _hf_deberta,
     _hf_decomposed,
+    _hf_record_json,
     _kept,
     _positions,
     _validation,
@@ -86,6 +87,28 @@ def _without_autocast(kwargs):
     value and cache itself (`_compute_dtype_inputs`). A config saved with `autocast=True` (0.7)
     reloads."""
     return {**kwargs, "autocast": False}
+
+
+def _checked_attention_mask(attention_mask, batch, query_positions, key_positions):
+    """`attention_mask` as a boolean `(batch or 1, q_len, k_len)`: Keras's and keras-hub's
+    layers take `(batch, q_len, k_len)` or, for every sequence of the batch, `(q_len, k_len)`."""
+    mask = ops.cast(attention_mask, "bool")
+    shape = tuple(mask.shape)
+    if len(shape) == 2:
+        mask, shape = ops.expand_dims(mask, 0), (1, *shape)
+    wanted = (batch, query_positions.shape[1], key_positions.shape[1])
+    fits = len(shape) == 3 and all(
+        given is None or want is None or given == want or (axis == 0 and given == 1)
+        for axis, (given, want) in enumerate(zip(shape, wanted, strict=True))
+    )
+    if not fits:
+        batch_text, queries, keys = ("batch" if size is None else size for size in wanted)
+        raise ValueError(
+            f"`attention_mask` must have shape ({batch_text}, {queries}, {keys}) or ({queries}, {keys}): "
+            "an entry per query and key (with a cache, per cache slot). "
+            f"Received: attention_mask.shape={tuple(attention_mask.shape)}"
+        )
+    return mask
 
 
 def _rope_where(positions, start):
@@ -195,7 +218,21 @@ class PositionedAttentionMixin:
         return self._call_spec(spec, query, value, key, return_attention_scores, cache)
 
     def get_config(self):
-        return {**super().get_config(), **self._position_config()}
+        config = {**super().get_config(), **self._position_config()}
+        module = getattr(self, "_hf_module", None)
+        if module is not None:
+            # What `from_hf_config` read, so that a reloaded layer takes transformers' weights.
+            config["hf_module"] = _hf_record_json.to_json(module)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        module = config.pop("hf_module", None)
+        layer = super().from_config(config)
+        if module is not None:
+            layer._hf_module = _hf_record_json.from_json(module)
+        return layer
 
     def _disentangled(self):
         return isinstance(self.position_bias, DisentangledPositionBias)
@@ -397,16 +434,15 @@ class PositionedAttentionMixin:
                 keys = rotate(keys) if same else ops.cast(self.rope(keys, **key_where), keys.dtype)
             keys = key_norm(keys)
         if self.temperature is not None:
-            floor_scale, attn_scale, offset, slots = self.temperature
             where = query_positions
-            if slots:  # Llama 4's: the slots the call writes, `start + arange(len)`
+            if self.temperature.slots:  # Llama 4's: the slots the call writes, `start + arange(len)`
                 where = self._checked_positions("query_positions", None, like=queries, start=start)
-            scale = attention.attention_temperature(where, floor_scale, attn_scale, offset)
+            scale = attention.attention_temperature(where, self.temperature)
             queries = queries * ops.cast(ops.expand_dims(ops.expand_dims(scale, -1), -1), queries.dtype)
         mask = self._mask(
             query_positions=query_positions, key_positions=key_positions, query_mask=query_mask,
             value_mask=value_mask, key_mask=key_mask, attention_mask=attention_mask,
-            use_causal_mask=use_causal_mask, segment_ids=segment_ids,
+            use_causal_mask=use_causal_mask, segment_ids=segment_ids, batch=queries.shape[0],
         )  # fmt: skip
         keys, values = self._expand_kv(keys), self._expand_kv(values)
         bias = None
@@ -490,7 +526,7 @@ class PositionedAttentionMixin:
         return key_cache, value_cache, ops.stack([key_cache, value_cache], axis=1)
 
     def _mask(self, *, query_positions, key_positions, query_mask, value_mask, key_mask, attention_mask,
-              use_causal_mask, segment_ids):  # fmt: skip
+              use_causal_mask, segment_ids, batch):  # fmt: skip
         """The boolean `(batch or 1, q_len, k_len)` mask of a call, or `None`: Keras's masks, and
         the causal, window and chunk rules on the positions (`attention.position_rules`, those of
         `tf_posenc.attention_mask`; the positions are checked already)."""
@@ -520,7 +556,7 @@ class PositionedAttentionMixin:
             if mask is not None:
                 masks.append(ops.expand_dims(ops.cast(mask, "bool"), -2))
         if attention_mask is not None:
-            masks.append(ops.cast(attention_mask, "bool"))
+            masks.append(_checked_attention_mask(attention_mask, batch, query_positions, key_positions))
         if not masks:
             return None
         combined = masks[0]
@@ -544,6 +580,17 @@ class PositionedAttentionMixin:
 
     def _attend(self, queries, keys, values, *, mask, bias, return_scores, training):
         scale = self._score_scale()
+        if mask is not None and not self.use_sinks:
+            # transformers fills masked scores with the dtype's minimum, so a query that sees no
+            # key gets equal scores and uniform weights over all keys. Such a row here sees every
+            # key with zero scores (its query and bias zeroed): uniform on every backend and route,
+            # where a finite fill added to a bias, or a backend's own rule, would not be. With
+            # sinks, transformers' fill leaves the weight on the sink, as the explicit route does.
+            blind = ops.logical_not(ops.any(mask, axis=-1, keepdims=True))
+            mask = ops.logical_or(mask, blind)
+            queries = ops.where(ops.expand_dims(blind, -1), ops.zeros_like(queries), queries)
+            if bias is not None:
+                bias = ops.where(ops.expand_dims(blind, 1), ops.zeros_like(bias), bias)
         explicit = (
             return_scores or self.logit_soft_cap is not None or self.use_sinks or self._dropout_rate() > 0.0
         )
@@ -631,9 +678,12 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
     Args:
         rope: Optional `RotaryEmbedding`: rotates each head's queries and keys at their
             positions. Defaults to `None`.
-        position_bias: Optional `AlibiBias` or `RelativePositionBias`: its bias of the query and
-            key positions is added to the scores (its weights are this layer's). Defaults to
-            `None`.
+        position_bias: Optional position bias layer, added to the scores (its weights are this
+            layer's; one may be shared by every layer): `AlibiBias` and `RelativePositionBias`
+            (T5) bias by the query and key positions; `DisentangledPositionBias` (DeBERTa-v2/v3)
+            adds its content-to-position terms, projected by this layer; `TransformerXLPositionBias`
+            (Conformer) its relative scores with the biases u and v; `DecomposedPositionBias`
+            (SAM, ViTDet) its row and column terms of the query. Defaults to `None`.
         scaling: Optional positive number: the softmax scale of `q . k`. Defaults to `None`
             (Keras's `1 / sqrt(key_dim)`).
         temperature: Optional `tf_posenc.attention.Temperature` (or its `(floor_scale,
@@ -867,6 +917,17 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
             )
         if bias is not None:
             make, fits, expected = bias
+            if given is None and make is None:
+                # A table every layer shares, held outside the layer's own weights: one built here
+                # would be random, and the layer's weights would load beside it without a word.
+                raise ValueError(
+                    f"The layers of model_type={module.model_type!r} share one relative position table, "
+                    "held by the encoder (`encoder.rel_embeddings`): build it once with `bias = "
+                    "tf_posenc.DisentangledPositionBias.from_hf_config(config)`, load it with "
+                    "`tf_posenc.load_hf_attention_weights(bias, weights, prefix)` under the encoder's "
+                    'prefix (such as "deberta.encoder."), and pass `position_bias=bias` to every layer. '
+                    "Received: position_bias=None"
+                )
             if given is None:
                 options = {"dtype": kwargs["dtype"]} if "dtype" in kwargs else {}
                 arguments["position_bias"] = make(**options)
@@ -880,8 +941,9 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
 
 
 def _deberta_attention(config, layer_index):
-    """DeBERTa-v2's or SEW-D's module, the layer's arguments, and its position bias (how to
-    make it, whether a given one fits, what it must be), or None without relative attention."""
+    """DeBERTa-v2's or SEW-D's module, the layer's arguments, and its position bias (no way to
+    make it: the encoder's is shared and must be given; whether a given one fits, what it must
+    be), or None without relative attention."""
     module = _hf_deberta.read(config)
     _hf_config.encoder_layer_index(layer_index, _hf_config._as_dict(config).get("num_hidden_layers"))
     arguments = {"use_bias": True, "is_causal": False}
@@ -895,14 +957,11 @@ def _deberta_attention(config, layer_index):
             getattr(given, name) == value for name, value in module.bias_arguments.items()
         )
 
-    def make(**options):
-        return DisentangledPositionBias(**module.bias_arguments, **options)
-
     expected = (
         "the encoder's `DisentangledPositionBias`, as `DisentangledPositionBias.from_hf_config(config)` "
         "builds it"
     )
-    return module, arguments, (make, fits, expected)
+    return module, arguments, (None, fits, expected)  # none made here: the encoder's is given
 
 
 def _conformer_attention(config, layer_index):
@@ -1137,9 +1196,7 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
             )
         heads = read["num_attention_heads"]
         head_dim = read.get("head_dim") or read["hidden_size"] // heads
-        kv_heads = (
-            read.get("num_key_value_heads") or _hf_attention.default(read, "num_key_value_heads") or heads
-        )
+        kv_heads = _hf_attention.config_value(read, "num_key_value_heads") or heads
         module = _hf_attention.module_record(read, heads, kv_heads, head_dim, entry)
         rope = entry.rope
         if rope is not None and "dtype" in kwargs:
