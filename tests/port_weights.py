@@ -109,3 +109,64 @@ def weights(config, seed=0):
     if not config["tie_word_embeddings"]:
         named["lm_head.weight"] = matrix(config["vocab_size"], hidden)
     return named
+
+
+BERT = {
+    "model_type": "bert",
+    "vocab_size": 16,
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 24,
+    "type_vocab_size": 2,
+    "layer_norm_eps": 1e-12,
+    "pad_token_id": 0,
+}
+# A padded batch: the second sequence is three tokens shorter (pad id 0), of two segments.
+BERT_TOKENS = np.array([[2, 7, 4, 9, 3, 11, 5, 3], [2, 6, 13, 3, 8, 0, 0, 0]], "int32")
+BERT_SEGMENTS = np.array([[0, 0, 0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 1, 0, 0, 0]], "int32")
+
+
+def bert_weights(config, seed=0):
+    """Every weight of a `BertModel` of `config` (pooler aside), by transformers' name."""
+    rng = np.random.default_rng(seed)
+    hidden, inner = config["hidden_size"], config["intermediate_size"]
+
+    def matrix(rows, columns):
+        return rng.normal(0, columns**-0.5, (rows, columns)).astype("float32")
+
+    def vector(width, center=0.0):
+        return (rng.normal(0, 0.1, width) + center).astype("float32")
+
+    named = {
+        "embeddings.word_embeddings.weight": rng.normal(0, 1, (config["vocab_size"], hidden)).astype(
+            "float32"
+        ),
+        "embeddings.position_embeddings.weight": rng.normal(
+            0, 1, (config["max_position_embeddings"], hidden)
+        ).astype("float32"),
+        "embeddings.token_type_embeddings.weight": rng.normal(
+            0, 1, (config["type_vocab_size"], hidden)
+        ).astype("float32"),
+        "embeddings.LayerNorm.weight": vector(hidden, 1.0),
+        "embeddings.LayerNorm.bias": vector(hidden),
+    }
+    for index in range(config["num_hidden_layers"]):
+        prefix = f"encoder.layer.{index}."
+        for name in (
+            "attention.self.query",
+            "attention.self.key",
+            "attention.self.value",
+            "attention.output.dense",
+        ):
+            named[f"{prefix}{name}.weight"] = matrix(hidden, hidden)
+            named[f"{prefix}{name}.bias"] = vector(hidden)
+        named[f"{prefix}intermediate.dense.weight"] = matrix(inner, hidden)
+        named[f"{prefix}intermediate.dense.bias"] = vector(inner)
+        named[f"{prefix}output.dense.weight"] = matrix(hidden, inner)
+        named[f"{prefix}output.dense.bias"] = vector(hidden)
+        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
+            named[f"{prefix}{norm}.weight"] = vector(hidden, 1.0)
+            named[f"{prefix}{norm}.bias"] = vector(hidden)
+    return named

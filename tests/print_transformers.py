@@ -25,6 +25,9 @@ the test environment), from the repository's root:
     python tests/print_transformers.py position_ids  # writes tests/transformers_position_ids_5_25.json
     python tests/print_transformers.py module_defaults  # writes tf_posenc/_hf_module_defaults.py
                                                         # (then `ruff format` it)
+    python tests/print_transformers.py ports       # prints the whole ports' greedy tokens and outputs
+    python tests/print_transformers.py plain_attention  # writes transformers_plain_attention_5_25.json
+                                                        # and tf_posenc/_hf_plain_defaults.py
 
 For every causal language model of transformers whose text model builds a rotary module, its
 text model type (multimodal models share their language model's), and per distinct attention
@@ -2335,6 +2338,186 @@ def sam_attention():
     )
 
 
+def ports():
+    """What the whole ports of docs/porting.md and docs/encoders.md are checked against: each tiny
+    decoder of `port_weights` (eager attention, its weights, in float64) generating 8 tokens
+    greedily after `TOKENS[:, :6]`; and the tiny BERT's `last_hidden_state` on its padded batch."""
+    from port_weights import (
+        BERT,
+        BERT_SEGMENTS,
+        BERT_TOKENS,
+        GEMMA3,
+        LLAMA,
+        PHI3,
+        TOKENS,
+        bert_weights,
+        weights,
+    )
+
+    for name, config in (("llama", LLAMA), ("gemma3", GEMMA3), ("phi3", PHI3)):
+        # A padding row inside the tiny vocabulary (Phi-3's default, 32000, is not); it only
+        # initialises, and the weights are loaded over it.
+        whole = AutoConfig.for_model(**{"pad_token_id": 0, **config})
+        whole._attn_implementation = "eager"
+        model = transformers.AutoModelForCausalLM.from_config(whole)
+        named = weights(config)
+        if name == "phi3":  # its checkpoints fuse [q; k; v] and [gate; up]
+            for index in range(config["num_hidden_layers"]):
+                prefix = f"model.layers.{index}."
+                named[prefix + "self_attn.qkv_proj.weight"] = np.concatenate(
+                    [named.pop(f"{prefix}self_attn.{role}_proj.weight") for role in "qkv"]
+                )
+                named[prefix + "mlp.gate_up_proj.weight"] = np.concatenate(
+                    [named.pop(f"{prefix}mlp.{role}_proj.weight") for role in ("gate", "up")]
+                )
+        missing, unexpected = model.load_state_dict(
+            {key: torch.tensor(value) for key, value in named.items()}, strict=False
+        )
+        assert not unexpected and missing == (["lm_head.weight"] if config["tie_word_embeddings"] else [])
+        model.tie_weights()
+        model = model.to(torch.float64).eval()
+        with torch.no_grad():
+            tokens = model.generate(
+                torch.tensor(TOKENS[:, :6], dtype=torch.long), max_new_tokens=8, do_sample=False,
+                pad_token_id=0, eos_token_id=None,
+            )  # fmt: skip
+        print(name, "greedy:", tokens[0, 6:].tolist())
+    whole = AutoConfig.for_model(**BERT)
+    whole._attn_implementation = "eager"
+    model = transformers.BertModel(whole, add_pooling_layer=False)
+    model.load_state_dict({key: torch.tensor(value) for key, value in bert_weights(BERT).items()})
+    model = model.to(torch.float64).eval()
+    with torch.no_grad():
+        output = model(
+            input_ids=torch.tensor(BERT_TOKENS, dtype=torch.long),
+            attention_mask=torch.tensor(BERT_TOKENS != 0, dtype=torch.long),
+            token_type_ids=torch.tensor(BERT_SEGMENTS, dtype=torch.long),
+        ).last_hidden_state
+    print("bert last_hidden_state[:, :, :4]:", np.round(output.numpy()[:, :, :4], 8).tolist())
+
+
+PLAIN_ATTENTION = pathlib.Path(__file__).parent / "transformers_plain_attention_5_25.json"
+# The attention modules without positions inside them, by the state-dict names below the layer's
+# attention module: BERT's (`self.` holds the projections, `output.dense` projects out and
+# `output.LayerNorm` is the residual's, which follows the layer) and DistilBERT's.
+PLAIN_LAYOUTS = {
+    "bert": {"query", "key", "value", "output.dense", "output.LayerNorm"},
+    "distilbert": {"q_lin", "k_lin", "v_lin", "out_lin"},
+}
+PLAIN_SIZES = {"hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1, "intermediate_size": 37,
+               "dim": 32, "n_heads": 4, "n_layers": 1, "hidden_dim": 37, "embedding_size": 32}  # fmt: skip
+
+
+def plain_attention():
+    """The encoders `hf_position_ids` reads whose layers' attention module has a plain layout
+    (`PLAIN_LAYOUTS`), run whole in float64 with `module_weights` under their names on
+    `deberta_input` (a padded batch): the module's projections, softmax and output projection
+    (BERT's `self` then `output.dense`). Each type's config-class defaults of the keys read, and
+    its module class, whose mechanism may differ from BERT's under the same names."""
+    # The generated table alone: the package itself needs Keras, which this environment lacks.
+    table = pathlib.Path(__file__).parent.parent / "tf_posenc" / "_hf_position_defaults.py"
+    namespace = {}
+    exec(table.read_text(), namespace)
+    hidden, mask = deberta_input()
+    printed, refused = {}, {}
+    for model_type in sorted(namespace["DEFAULTS"]):
+        try:
+            config = AutoConfig.for_model(model_type)
+            with float64_everywhere():
+                for key, value in PLAIN_SIZES.items():
+                    if hasattr(config, key):
+                        setattr(config, key, value)
+                config._attn_implementation = "eager"
+                model = transformers.AutoModel.from_config(config).double().eval()
+        except Exception as error:
+            print(model_type, "not built:", repr(error)[:100], flush=True)
+            continue
+        found = [
+            (name, module)
+            for name, module in model.named_modules()
+            if re.fullmatch(r"(.*\.)?(encoder|transformer)\.layer\.0\.attention", name)
+        ]
+        if len(found) != 1:
+            continue
+        prefix, attention = found[0]
+        children = {
+            re.sub(r"^self\.", "", name.rsplit(".", 1)[0]) for name, _ in attention.named_parameters()
+        }
+        layout = next((name for name, names in PLAIN_LAYOUTS.items() if children == names), None)
+        if layout is None:
+            refused[model_type] = (
+                f"its attention module `{type(attention).__name__}` holds "
+                f"{', '.join(f'`{child}`' for child in sorted(children))}, not a plain attention's weights"
+            )
+            continue
+        shapes = {key: list(value.shape) for key, value in attention.state_dict().items()}
+        attention.load_state_dict({key: torch.tensor(value) for key, value in module_weights(shapes).items()})
+        states = torch.tensor(hidden)
+        pairs = torch.tensor(mask[:, None, :, None] & mask[:, None, None, :]).bool()
+        additive = torch.zeros(pairs.shape, dtype=torch.float64).masked_fill(
+            ~pairs, torch.finfo(torch.float64).min
+        )
+        try:
+            with torch.no_grad():
+                if layout == "bert":
+                    output = attention.output.dense(attention.self(states, attention_mask=additive)[0])
+                else:
+                    output = attention(states, attention_mask=additive)[0]
+        except Exception as error:  # a mechanism of its own (BigBird's blocks): refused by it
+            print(model_type, layout, "error:", repr(error)[:100], flush=True)
+            refused[model_type] = (
+                f"its attention module `{type(attention).__name__}` needs more than hidden states and a "
+                f"mask ({str(error).splitlines()[0].rstrip('.')})"
+            )
+            continue
+        module_class = type(attention.self if layout == "bert" else attention)
+        printed[model_type] = {
+            "layout": layout,
+            "class": module_class.__name__,
+            # What the module's code reads of its config, and what else its forward takes: a key or
+            # an argument beyond BERT's is a mechanism the plain layer lacks.
+            "reads": sorted(set(re.findall(r"config\.(\w+)", inspect.getsource(module_class)))),
+            "arguments": list(inspect.signature(module_class.forward).parameters)[1:],
+            "prefix": prefix + ".",
+            "config": {
+                key: getattr(config, key)
+                for key in ("hidden_size", "num_attention_heads", "dim", "n_heads")
+                if hasattr(config, key)
+            },  # fmt: skip
+            "shapes": shapes,
+            "output": [float(f"{value:.12g}") for value in output.numpy().ravel()],
+        }
+        print(model_type, layout, printed[model_type]["class"], flush=True)
+    source = f"transformers {transformers.__version__}: tests/print_transformers.py plain_attention"
+    PLAIN_ATTENTION.write_text(json.dumps({"source": source, "types": printed}, separators=(",", ":")) + "\n")
+    # The package's facts: each type's layout, what its module reads and takes, and its config
+    # class's defaults of the sizes.
+    rows = []
+    for model_type, entry in printed.items():
+        whole = AutoConfig.for_model(model_type)
+        sizes = {key: getattr(whole, key) for key in ("hidden_size", "num_attention_heads", "dim", "n_heads")
+                 if isinstance(getattr(whole, key, None), int)}  # fmt: skip
+        row = {key: entry[key] for key in ("layout", "class", "reads", "arguments")}
+        rows.append(f"    {model_type!r}: { ({**row, 'defaults': sizes})!r},")
+    header = (
+        '"""Internal, generated by `python tests/print_transformers.py plain_attention` '
+        f"(transformers {transformers.__version__}):\n"
+        "the encoders whose attention module has a plain layout (BERT's, DistilBERT's): its class, the\n"
+        "config keys its code reads, its forward's arguments, and the config class's default sizes.\n"
+        '"""\n\n'
+        "# ruff: noqa: E501\n\n"
+        "TYPES = {\n"
+    )
+    target = pathlib.Path(__file__).parent.parent / "tf_posenc" / "_hf_plain_defaults.py"
+    refusals = "".join(f"    {name!r}: {reason!r},\n" for name, reason in sorted(refused.items()))
+    footer = (
+        "\n# The encoders of `hf_position_ids` whose layers' attention module is not plain, by what it\n"
+        "# does (the texts are long: ruff's line length is off for this file).\n"
+        f"REFUSED = {{\n{refusals}}}\n"
+    )
+    target.write_text(header + "\n".join(rows) + "\n}\n" + footer)  # then `ruff format` it
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "rotations":
         rotations(sys.argv[2:])
@@ -2360,5 +2543,7 @@ if __name__ == "__main__":
             "sam_attention": sam_attention,
             "speech_plans": speech_plans,
             "position_ids": position_ids_all,
+            "plain_attention": plain_attention,
+            "ports": ports,
         }
         verbs[sys.argv[1]]()

@@ -213,9 +213,19 @@ def test_loading_names_every_weight_it_misses_or_leaves():
         ({"model_type": "gemma4_audio"}, "attends within chunks"),
         ({"model_type": "xlnet"}, "segment term"),
         ({"model_type": "parakeet_encoder", "num_key_value_heads": 2}, "is grouped-query attention"),
-        ({"model_type": "bert"}, "must be an encoder whose positions act inside attention"),
+        ({"model_type": "t5"}, "must be an encoder whose attention is plain.*or one whose positions act"),
+        ({"model_type": "mpnet"}, "needs a mechanism.*`MPNetAttention` holds"),
     ],
-    ids=["shaw-default", "rotary-hidden-states", "seamless-v2", "gemma-audio", "xlnet", "grouped", "bert"],
+    ids=[
+        "shaw-default",
+        "rotary-hidden-states",
+        "seamless-v2",
+        "gemma-audio",
+        "xlnet",
+        "grouped",
+        "t5",
+        "mpnet",
+    ],
 )
 def test_other_mechanisms_are_refused_by_name(config, message):
     with pytest.raises(ValueError, match=message):

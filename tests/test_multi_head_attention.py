@@ -577,6 +577,17 @@ def test_a_mask_of_rank_2_is_for_every_sequence_with_or_without_a_cache(make):
     cache = np.zeros((2, 2, 7, heads, 8), "float32")
     output, _ = layer(X, X, cache=cache, cache_update_index=0, attention_mask=causal)
     np.testing.assert_allclose(output.numpy(), expected, atol=1e-6)
+
+    # keras-hub's way of decoding: a loop of the backend, one token a step at a traced index, each
+    # step's row of the mask `(1, slots)`.
+    def step(index, outputs, cache):
+        token = keras.ops.slice(X, (0, index, 0), (2, 1, 16))
+        row = keras.ops.slice(causal, (index, 0), (1, 7))
+        output, cache = layer(token, token, cache=cache, cache_update_index=index, attention_mask=row)
+        return index + 1, keras.ops.slice_update(outputs, (0, index, 0), output), cache
+
+    _, steps, _ = keras.ops.while_loop(lambda index, *_: index < 7, step, (0, np.zeros_like(X), cache))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(steps), expected, atol=1e-5)
     for shape in ((7, 6), (3, 7, 7), (7,)):
         with pytest.raises(ValueError, match=r"`attention_mask` must have shape \(2, 7, 7\) or \(7, 7\)"):
             layer(X, X, attention_mask=np.ones(shape, bool))

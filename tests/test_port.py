@@ -780,6 +780,23 @@ def test_port_gives_transformers_logits(family, port):
     assert np.abs(logits.numpy()[0] - expected).max() <= LOGIT_BOUND
 
 
+# Printed by transformers 5.25.0 (torch 2.13.0): `print_transformers.py ports`, the same configs and
+# weights in float64 with eager attention, `model.generate(TOKENS[:, :6], max_new_tokens=8,
+# do_sample=False)`. (Gemma 3's tiny random model repeats one token; Llama's and Phi-3's do not.)
+TRANSFORMERS_GREEDY = {
+    "llama": [4, 15, 12, 2, 4, 15, 5, 5],
+    "gemma3": [2, 2, 2, 2, 2, 2, 2, 2],
+    "phi3-longrope": [4, 15, 5, 11, 12, 2, 4, 5],
+}
+
+
+@pytest.mark.parametrize("family", CONFIGS)
+def test_the_pages_greedy_generation_is_transformers(family, port):
+    config, _ = CONFIGS[family]
+    model = Port(config, weights(config), port)
+    assert port["generate"](model, TOKENS[:, :6], steps=8, slots=SLOTS) == TRANSFORMERS_GREEDY[family]
+
+
 def test_gemma3_port_depends_on_its_sliding_window(port):
     # Without the window the sliding layers see every earlier token: the logits move far past
     # the bound, so the test above checks the window.

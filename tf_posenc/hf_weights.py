@@ -4,7 +4,7 @@ import re
 
 import numpy as np
 
-from tf_posenc import _hf_conformer, _hf_deberta, _hf_decomposed, _validation
+from tf_posenc import _hf_conformer, _hf_deberta, _hf_decomposed, _hf_plain, _validation
 
 
 def _split_fused(module, fused):
@@ -97,6 +97,8 @@ def load_hf_attention_weights(layer, weights, prefix):
         return _load_conformer(layer, module, weights, prefix)
     if isinstance(module, _hf_decomposed.DecomposedAttention):
         return _load_decomposed(layer, module, weights, prefix)
+    if isinstance(module, _hf_plain.PlainAttention):
+        return _load_plain(layer, module, weights, prefix)
     source = _Weights(weights, prefix, f"the attention module of model_type={module.model_type!r}")
     take = source.take
     hidden, heads, kv_heads, head_dim = module.hidden_size, module.heads, module.kv_heads, module.head_dim
@@ -260,6 +262,41 @@ def _load_deberta(layer, module, weights, prefix):
     values["attention_output/kernel"] = output.shaped("weight", (hidden, heads * head_dim)).T
     values["attention_output/bias"] = output.shaped("bias", (hidden,))
     why = "`share_att_key` and `pos_att_type` say which position projections a layer has"
+    _finish(layer, module, source, why, values)
+
+
+def _load_plain(layer, module, weights, prefix):
+    """An attention without positions inside it: BERT's layout under `prefix` ending in `self.`
+    (`query`, `key`, `value`, and the output projection `output.dense` beside it, whose LayerNorm
+    of the residual follows the layer), or DistilBERT's under its `attention.` (`q_lin`, `k_lin`,
+    `v_lin`, `out_lin`)."""
+    what = f"the attention module of model_type={module.model_type!r}"
+    if module.layout == "bert":
+        if not prefix.endswith("self."):
+            raise ValueError(
+                f"`prefix` must name the {module.model_type!r} layer's self-attention, ending in `self.` "
+                f"(for example `encoder.layer.0.attention.self.`). {_validation.received('prefix', prefix)}"
+            )
+        source = _Weights(weights, prefix, what)
+        output = _Weights(weights, f"{prefix[: -len('self.')]}output.dense.", what)
+        names, out_name = ("query", "key", "value"), "weight"
+    else:
+        source = output = _Weights(weights, prefix, what)
+        names, out_name = ("q_lin", "k_lin", "v_lin"), "out_lin.weight"
+    hidden, heads, head_dim = module.hidden_size, module.heads, module.head_dim
+    values = {}
+    for name, dense in zip(names, ("query", "key", "value"), strict=True):
+        values[f"{dense}/kernel"] = source.shaped(f"{name}.weight", (hidden, hidden)).T.reshape(
+            hidden, heads, head_dim
+        )
+        values[f"{dense}/bias"] = source.shaped(f"{name}.bias", (hidden,)).reshape(heads, head_dim)
+    values["attention_output/kernel"] = output.shaped(out_name, (hidden, hidden)).T.reshape(
+        heads, head_dim, hidden
+    )
+    values["attention_output/bias"] = output.shaped(out_name.replace("weight", "bias"), (hidden,))
+    why = "its module has no weight beside its projections"
+    if output is not source and output.unused():
+        _finish(layer, module, output, why, {})  # raises, naming them
     _finish(layer, module, source, why, values)
 
 

@@ -12,6 +12,8 @@ from tf_posenc import (
     _hf_conformer,
     _hf_deberta,
     _hf_decomposed,
+    _hf_plain,
+    _hf_plain_defaults,
     _hf_record_json,
     _kept,
     _positions,
@@ -90,16 +92,16 @@ def _without_autocast(kwargs):
 
 
 def _checked_attention_mask(attention_mask, batch, query_positions, key_positions):
-    """`attention_mask` as a boolean `(batch or 1, q_len, k_len)`: Keras's and keras-hub's
-    layers take `(batch, q_len, k_len)` or, for every sequence of the batch, `(q_len, k_len)`."""
+    """`attention_mask` as a boolean `(batch or 1, q_len or 1, k_len or 1)`: Keras's and
+    keras-hub's layers take `(batch, q_len, k_len)`, or `(q_len, k_len)` for every sequence of
+    the batch, and broadcast an axis of 1 (BERT's padding mask `(batch, 1, k_len)`)."""
     mask = ops.cast(attention_mask, "bool")
     shape = tuple(mask.shape)
     if len(shape) == 2:
         mask, shape = ops.expand_dims(mask, 0), (1, *shape)
     wanted = (batch, query_positions.shape[1], key_positions.shape[1])
     fits = len(shape) == 3 and all(
-        given is None or want is None or given == want or (axis == 0 and given == 1)
-        for axis, (given, want) in enumerate(zip(shape, wanted, strict=True))
+        given is None or want is None or given in (want, 1) for given, want in zip(shape, wanted, strict=True)
     )
     if not fits:
         batch_text, queries, keys = ("batch" if size is None else size for size in wanted)
@@ -843,7 +845,20 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
     @classmethod
     def from_hf_config(cls, config, layer_index, **kwargs):
         """The self-attention of encoder layer `layer_index` of a Hugging Face transformers
-        encoder whose positions act inside attention, as transformers 5.25 has it, bidirectional:
+        encoder, as transformers 5.25 has it:
+
+        - **Encoders whose attention is plain** (BERT, RoBERTa, XLM-R, ELECTRA, CamemBERT,
+          DistilBERT, Data2Vec-Text, ERNIE, RemBERT, X-MOD, ...: the types of
+          `tf_posenc/_hf_plain_defaults.py`, printed from their modules), whose positions are a
+          learned table added at the input (`hf_position_ids`): `num_attention_heads` heads of
+          `hidden_size // num_attention_heads` (DistilBERT's `n_heads` and `dim`), projections
+          with biases, the softmax scale `1 / sqrt(head_dim)`, and the output projection
+          (BERT's `attention.output.dense`; its LayerNorm of the residual follows the layer).
+          Whether it masks causally is the call's mask. A module whose code reads more (Shaw's
+          relative keys, LayoutLMv3's position biases, MPNet's relative bias, BigBird's blocks)
+          is refused, naming it.
+
+        And encoders whose positions act inside attention, bidirectional:
 
         - **DeBERTa-v2/v3 and SEW-D** (`deberta-v2`, `sew-d`): `DisentangledSelfAttention` and the
           output projection `attention.output.dense`; `num_attention_heads` heads of
@@ -899,9 +914,16 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
             kwargs = {name: value for name, value in kwargs.items() if name != "position_bias"}
         model_type = _hf_config._as_dict(config).get("model_type")
         read = next((read for types, read in _ENCODER_ATTENTION if model_type in types), None)
+        if read is None and model_type in _hf_plain_defaults.REFUSED:
+            raise ValueError(
+                f"The attention module of model_type={model_type!r} needs a mechanism `MultiHeadAttention` "
+                f"does not have: {_hf_plain_defaults.REFUSED[model_type]}."
+            )
         if read is None:
             raise ValueError(
-                "`config` must be an encoder whose positions act inside attention: DeBERTa-v2/v3 or SEW-D "
+                "`config` must be an encoder whose attention is plain, with learned positions added at its "
+                f"input ({', '.join(_hf_plain.TYPES)}), or "
+                "one whose positions act inside attention: DeBERTa-v2/v3 or SEW-D "
                 f"({sorted(_hf_deberta.DEFAULTS)}), or a Conformer speech encoder "
                 f"({sorted(_hf_conformer.DEFAULTS)}, "
                 "or a config holding one as `encoder_config`), or a SAM-style vision encoder "
@@ -1016,8 +1038,19 @@ def _decomposed_attention(config, layer_index):
     return module, arguments, (make, fits, expected)
 
 
+def _plain_attention(config, layer_index):
+    """An encoder's attention without positions inside it (BERT's): its module and the layer's
+    arguments. Whether it masks causally is the call's (`is_causal` None): BERT's own code takes
+    the mask it is given, as a decoder too."""
+    module = _hf_plain.read(config, layer_index)
+    # transformers' `scaling`, given: the layer then computes as the other read modules do (the
+    # softmax scale exact in float64, a query with no visible key weighting every key alike).
+    return module, {"use_bias": True, "scaling": module.head_dim**-0.5}, None
+
+
 # The encoders `MultiHeadAttention.from_hf_config` reads, by model type.
 _ENCODER_ATTENTION = (
+    (_hf_plain.TYPES, _plain_attention),
     (_hf_deberta.TYPES, _deberta_attention),
     (_hf_conformer.TYPES, _conformer_attention),
     (_hf_decomposed.TYPES, _decomposed_attention),
