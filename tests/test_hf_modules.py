@@ -34,7 +34,6 @@ BOUNDS = {"gptj": 1e-8, "codegen": 1e-8}
 # `from_hf_config` (the module), or already by `hf_attention_layers` (the positions).
 REFUSED = {
     "beam": "query temperature",
-    "bitnet": "attn_sub_norm",
     "diffllama": "differential attention",
     "diffusion_gemma_text": "per_layer_config",
     "doge": "dynamic mask",
@@ -189,8 +188,12 @@ def test_every_record_survives_the_layers_config():
 
 @pytest.mark.parametrize(
     "name, key",
-    [("gemma3_text", "Gemma3Attention:sliding_attention"), ("phi3", "Phi3Attention:None")],
-    ids=["gemma3_text", "phi3"],
+    [
+        ("gemma3_text", "Gemma3Attention:sliding_attention"),
+        ("phi3", "Phi3Attention:None"),
+        ("bitnet", "BitNetAttention:None"),
+    ],
+    ids=["gemma3_text", "phi3", "bitnet-output-norm"],
 )
 def test_a_reloaded_layer_takes_the_weights(name, key, tmp_path):
     layer, weights, theirs = build(name, key)

@@ -59,6 +59,7 @@ class Family(NamedTuple):
     score_scale: str | None = None
     kv_heads: str | None = None  # a config key of its own (DBRX's `attn_config.kv_n_heads`)
     derived_head_dim: bool = False  # `hidden_size // num_attention_heads`, whatever `head_dim` says
+    output_norm: str | None = None  # the state-dict name of an RMS norm of the heads' output
     refused: str | None = None
     refused_unrotated: str | None = None  # the mechanism of its layers without rotation
 
@@ -83,6 +84,7 @@ class Module(NamedTuple):
     sinks: bool
     gate: str | None
     score_scale: float | None
+    output_norm: tuple | None = None  # (state-dict name, epsilon): BitNet's `attn_sub_norm`
 
 
 _LLAMA = Family().names
@@ -270,7 +272,9 @@ FAMILIES = {
     ),
     "doge": _refused("Doge's dynamic mask (a learned bias per key from `dt_proj` and `A`)"),
     "dory": _refused("Dory's learned query-key scales (`sqk`) and gate (`s_gate`)"),
-    "bitnet": _refused("BitNet's norm of the attention output (`attn_sub_norm`) and its ternary projections"),
+    # Its projections as `nn.Linear` (a checkpoint packed to ternary weights brings `weight_scale`,
+    # which the loader names as unused).
+    "bitnet": Family(output_norm="attn_sub_norm"),
     "jetmoe": _refused("JetMoE's mixture of attention experts (its queries and outputs routed per token)"),
     "laguna": _refused("Laguna's `softplus` output gate"),
     "mimo_v2_flash": _refused(
@@ -404,4 +408,7 @@ def module_record(config, heads, kv_heads, head_dim, layer):
         sinks=record.sinks,
         gate=_gate(model_type, config, record),
         score_scale=None if score_scale is None else float(score_scale),
+        output_norm=None
+        if record.output_norm is None
+        else (record.output_norm, float(config_value(config, "rms_norm_eps"))),
     )

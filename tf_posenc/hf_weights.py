@@ -163,6 +163,8 @@ def load_hf_attention_weights(layer, weights, prefix):
             values.update(_norm_values(module, norm_layer, name, count, take, prefix))
     if module.sinks:
         values["sinks"] = source.shaped("sinks", (heads,))
+    if module.output_norm is not None:
+        values["output_norm/scale"] = source.shaped(f"{module.output_norm[0]}.weight", (heads, head_dim))
     _finish(layer, module, source, "its module has a mechanism the layer lacks", values)
 
 

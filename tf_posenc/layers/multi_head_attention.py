@@ -40,6 +40,7 @@ _POSITION_ARGUMENTS = (
     "query_norm",
     "key_norm",
     "value_norm",
+    "output_norm",
     "norm_after_rope",
     "clip_qkv",
     "use_sinks",
@@ -131,7 +132,7 @@ class PositionedAttentionMixin:
     a call without positions."""
 
     def _init_positions(self, *, rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap,
-                        query_norm, key_norm, value_norm, norm_after_rope, clip_qkv, use_sinks,
+                        query_norm, key_norm, value_norm, output_norm, norm_after_rope, clip_qkv, use_sinks,
                         is_causal):  # fmt: skip
         self.rope = _optional_layer("rope", rope, (RotaryEmbedding,), "a `RotaryEmbedding`")
         if self.rope is not None and self._head_dim % 2:
@@ -169,6 +170,7 @@ class PositionedAttentionMixin:
         self.query_norm = _optional_layer("query_norm", query_norm, layer, "a Keras layer")
         self.key_norm = _optional_layer("key_norm", key_norm, layer, "a Keras layer")
         self.value_norm = _optional_layer("value_norm", value_norm, layer, "a Keras layer")
+        self.output_norm = _optional_layer("output_norm", output_norm, layer, "a Keras layer")
         self.norm_after_rope = _validation.boolean("norm_after_rope", norm_after_rope)
         if self.norm_after_rope and self.query_norm is None and self.key_norm is None:
             raise ValueError(
@@ -272,6 +274,7 @@ class PositionedAttentionMixin:
             (self.query_norm, self._heads),
             (self.key_norm, self._kv_heads),
             (self.value_norm, self._kv_heads),
+            (self.output_norm, self._heads),
         )
         for norm, heads in norms:
             if norm is not None and not norm.built:
@@ -475,6 +478,8 @@ class PositionedAttentionMixin:
             return_scores=return_attention_scores,
             training=training,
         )
+        if self.output_norm is not None:  # BitNet's `attn_sub_norm`, before the output projection
+            output = self.output_norm(output)
         output = self._output_dense(output if gate is None else ops.multiply(output, gate))
         if cache is not None:
             return (output, scores, cache) if return_attention_scores else (output, cache)
@@ -701,6 +706,9 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
         key_norm: Optional Keras layer, the same for the keys. Defaults to `None`.
         value_norm: Optional Keras layer applied to each head's values before caching (Gemma
             3n's RMS norm without scale). Defaults to `None`.
+        output_norm: Optional Keras layer applied to the heads' outputs `(batch, len, heads,
+            value_dim)` before the output projection (and its gate): BitNet's `attn_sub_norm`, an
+            RMS norm over all heads' features. Defaults to `None`.
         norm_after_rope: Boolean: apply `query_norm` and `key_norm` after the rotation, not
             before it (HunYuan, Llama 4's L2 norm). Defaults to `False`.
         clip_qkv: Optional positive number: the query, key and value projections are clipped to
@@ -775,6 +783,7 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
         query_norm=None,
         key_norm=None,
         value_norm=None,
+        output_norm=None,
         norm_after_rope=False,
         clip_qkv=None,
         use_sinks=False,
@@ -794,8 +803,8 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
         self._init_positions(
             rope=rope, position_bias=position_bias, scaling=scaling, temperature=temperature,
             chunk_size=chunk_size, logit_soft_cap=logit_soft_cap, query_norm=query_norm,
-            key_norm=key_norm, value_norm=value_norm, norm_after_rope=norm_after_rope,
-            clip_qkv=clip_qkv, use_sinks=use_sinks, is_causal=is_causal,
+            key_norm=key_norm, value_norm=value_norm, output_norm=output_norm,
+            norm_after_rope=norm_after_rope, clip_qkv=clip_qkv, use_sinks=use_sinks, is_causal=is_causal,
         )  # fmt: skip
         if self._positions_in_use() and attention_axes not in (None, 1, (1,), [1]):
             used = ", ".join(
@@ -1071,7 +1080,8 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
     initializers, regularizers and constraints, `use_gate`, `seed`); then, keyword-only,
     `MultiHeadAttention`'s `rope`, `position_bias`, `scaling` (defaulting to
     `1 / sqrt(head_dim)`), `temperature`, `chunk_size`, `logit_soft_cap`, `query_norm`,
-    `key_norm`, `value_norm`, `norm_after_rope`, `clip_qkv`, `use_sinks` and `is_causal`.
+    `key_norm`, `value_norm`, `output_norm`, `norm_after_rope`, `clip_qkv`, `use_sinks` and
+    `is_causal`.
     Keras's `use_gate` is the output gate of Qwen3-Next and Qwen3.5 (`sigmoid` of a projection
     of the query input, multiplying each head's output).
 
@@ -1120,6 +1130,7 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
         query_norm=None,
         key_norm=None,
         value_norm=None,
+        output_norm=None,
         norm_after_rope=False,
         clip_qkv=None,
         use_sinks=False,
@@ -1140,8 +1151,8 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
         self._init_positions(
             rope=rope, position_bias=position_bias, scaling=scaling, temperature=temperature,
             chunk_size=chunk_size, logit_soft_cap=logit_soft_cap, query_norm=query_norm,
-            key_norm=key_norm, value_norm=value_norm, norm_after_rope=norm_after_rope,
-            clip_qkv=clip_qkv, use_sinks=use_sinks, is_causal=is_causal,
+            key_norm=key_norm, value_norm=value_norm, output_norm=output_norm,
+            norm_after_rope=norm_after_rope, clip_qkv=clip_qkv, use_sinks=use_sinks, is_causal=is_causal,
         )  # fmt: skip
 
     @property
@@ -1260,6 +1271,12 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
             # transformers' causal window (q - W < k <= q) is Keras's band of W with the causal
             # mask; its bidirectional one (|q - k| <= W) is Keras's band of W + 1.
             arguments["sliding_window"] = entry.sliding_window + (0 if entry.causal else 1)
+        if module.output_norm is not None:  # over all heads' features, a scale per feature
+            name, epsilon = module.output_norm
+            options = {"dtype": kwargs["dtype"]} if "dtype" in kwargs else {}
+            arguments["output_norm"] = HeadNormalization(
+                method="rms", epsilon=epsilon, axis=(-2, -1), name="output_norm", **options
+            )
         norm = module.norm
         if norm is not None:
             options = {
