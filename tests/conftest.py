@@ -1,5 +1,7 @@
 import os
 
+import pytest
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # Run by hand in an environment with transformers and torch (its docstring), not collected.
@@ -19,7 +21,42 @@ LONGEST_FIRST = (
 )
 
 
+# Parametrized tests of many cases, each a second or so: the quick suite (`-m "not slow"`) runs
+# the cases named here and the others run with `slow` (every one in CI). The cases kept cover each
+# mechanism once; the rest repeat it for another layer, dtype or size.
+QUICK_CASES = {
+    "test_keras_layer_harness": {
+        "encoding-start-index", "embedding", "alibi-positions", "t5-bias", "window-bias", "continuous-bias",
+        "learned-patch", "timestep",
+    },
+    "test_rows_in_a_compiled_step_of_unknown_length_have_the_bits_of_a_call": {"xla-plain", "graph-bfloat16"},
+    "test_an_eager_call_gives_the_bits_of_a_static_graph": {
+        "alibi", "alibi-positions", "continuous-bias", "embedding", "encoding", "encoding-positions",
+        "encoding-start-index", "learned-patch", "patch", "rotary", "rotary-llama3-partial",
+        "rotary-yarn-interleave", "t5-bias", "timestep", "window-bias",
+    },
+    "test_rows_rotate_queries_and_keys_with_the_bits_of_a_call": {"plain", "float64", "partial"},
+    "test_timestep_embedding_matches_get_timestep_embedding": {
+        "d32-ddpm", "d32-period-and-shift", "d32-scaled", "d32-stable-diffusion",
+    },
+    "test_timestep_embedding_takes_every_float_timestep": {"float32"},
+    "test_positions_restart_at_every_document": {"7"},
+    "test_a_changed_dtype_policy_gets_a_fresh_layers_bits_and_dtype": {"encoding"},
+    "test_rotation_is_exact_at_every_start": {
+        "half-float32-start0", "half-mixed_float16-start1048512", "interleave-mixed_bfloat16-start65536",
+    },
+    "test_decoding_one_token_at_a_time_has_the_full_pass_bits": {"dynamic_ntk", "yarn", "longrope"},
+}  # fmt: skip
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks
 def pytest_collection_modifyitems(items):
+    for item in items:
+        quick = QUICK_CASES.get(getattr(item, "originalname", None))
+        callspec = getattr(item, "callspec", None)  # a test of the same name without cases stays
+        if quick is not None and callspec is not None and callspec.id not in quick:
+            item.add_marker(pytest.mark.slow)
+
     def rank(item):
         name = item.path.name
         return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)

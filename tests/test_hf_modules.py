@@ -177,6 +177,7 @@ def test_the_loader_fills_a_layer_already_built_in_a_model():
     assert np.abs(ours - theirs.reshape(ours.shape)).max() <= 1e-9 * np.abs(theirs).max()
 
 
+@pytest.mark.slow
 def test_every_record_survives_the_layers_config():
     # What the loader reads after `keras.saving.load_model`: the record, through JSON, unchanged.
     for name, key in CASES:
