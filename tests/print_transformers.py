@@ -2401,11 +2401,24 @@ PLAIN_ATTENTION = pathlib.Path(__file__).parent / "transformers_plain_attention_
 # attention module: BERT's (`self.` holds the projections, `output.dense` projects out and
 # `output.LayerNorm` is the residual's, which follows the layer) and DistilBERT's.
 PLAIN_LAYOUTS = {
-    "bert": {"query", "key", "value", "output.dense", "output.LayerNorm"},
+    "bert": {"query", "key", "value", "output.dense"},
     "distilbert": {"q_lin", "k_lin", "v_lin", "out_lin"},
 }
 PLAIN_SIZES = {"hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1, "intermediate_size": 37,
                "dim": 32, "n_heads": 4, "n_layers": 1, "hidden_dim": 37, "embedding_size": 32}  # fmt: skip
+# Config values a type's class leaves unset or neutral: ESM's vocabulary, and its checkpoints'
+# rotary positions (ESM-2's), whose module then rotates.
+PLAIN_OVERRIDES = {
+    "esm": {"vocab_size": 33, "pad_token_id": 1, "mask_token_id": 32, "position_embedding_type": "rotary"}
+}
+
+
+def config_reads(module_class):
+    """The config keys a class's code reads: `config.x`, `self.config.x`, `getattr(config, "x")`."""
+    found = re.findall(
+        r"config\.(\w+)|getattr\(\s*(?:self\.)?config,\s*\"(\w+)\"", inspect.getsource(module_class)
+    )
+    return sorted({plain or gotten for plain, gotten in found})
 
 
 def plain_attention():
@@ -2427,6 +2440,8 @@ def plain_attention():
                 for key, value in PLAIN_SIZES.items():
                     if hasattr(config, key):
                         setattr(config, key, value)
+                for key, value in PLAIN_OVERRIDES.get(model_type, {}).items():
+                    setattr(config, key, value)
                 config._attn_implementation = "eager"
                 model = transformers.AutoModel.from_config(config).double().eval()
         except Exception as error:
@@ -2443,7 +2458,10 @@ def plain_attention():
         children = {
             re.sub(r"^self\.", "", name.rsplit(".", 1)[0]) for name, _ in attention.named_parameters()
         }
-        layout = next((name for name, names in PLAIN_LAYOUTS.items() if children == names), None)
+        # A norm of the residual beside the attention (BERT's `output.LayerNorm`, a pre-norm's
+        # `LayerNorm`) is the block's, outside the prefixes the attention is loaded from.
+        norms = {child for child in children if re.search(r"(LayerNorm|\bln|layer_norm)$", child)}
+        layout = next((name for name, names in PLAIN_LAYOUTS.items() if children - norms == names), None)
         if layout is None:
             refused[model_type] = (
                 f"its attention module `{type(attention).__name__}` holds "
@@ -2457,10 +2475,17 @@ def plain_attention():
         additive = torch.zeros(pairs.shape, dtype=torch.float64).masked_fill(
             ~pairs, torch.finfo(torch.float64).min
         )
+        rotary = {}
+        if getattr(model, "rotary_embeddings", None) is not None:  # ESM's, made once for the model
+            ids = torch.arange(states.shape[1])[None]
+            with float64_everywhere():  # its `forward` asks for float32 angles by `.float()`
+                rotary = {"position_embeddings": model.rotary_embeddings(states, ids)}
         try:
-            with torch.no_grad():
+            with torch.no_grad(), float64_everywhere():
                 if layout == "bert":
-                    output = attention.output.dense(attention.self(states, attention_mask=additive)[0])
+                    output = attention.output.dense(
+                        attention.self(states, attention_mask=additive, **rotary)[0]
+                    )
                 else:
                     output = attention(states, attention_mask=additive)[0]
         except Exception as error:  # a mechanism of its own (BigBird's blocks): refused by it
@@ -2476,12 +2501,12 @@ def plain_attention():
             "class": module_class.__name__,
             # What the module's code reads of its config, and what else its forward takes: a key or
             # an argument beyond BERT's is a mechanism the plain layer lacks.
-            "reads": sorted(set(re.findall(r"config\.(\w+)", inspect.getsource(module_class)))),
+            "reads": config_reads(module_class),
             "arguments": list(inspect.signature(module_class.forward).parameters)[1:],
             "prefix": prefix + ".",
             "config": {
                 key: getattr(config, key)
-                for key in ("hidden_size", "num_attention_heads", "dim", "n_heads")
+                for key in ("hidden_size", "num_attention_heads", "dim", "n_heads", "position_embedding_type")
                 if hasattr(config, key)
             },  # fmt: skip
             "shapes": shapes,
@@ -2497,6 +2522,8 @@ def plain_attention():
         whole = AutoConfig.for_model(model_type)
         sizes = {key: getattr(whole, key) for key in ("hidden_size", "num_attention_heads", "dim", "n_heads")
                  if isinstance(getattr(whole, key, None), int)}  # fmt: skip
+        if isinstance(getattr(whole, "position_embedding_type", None), str):
+            sizes["position_embedding_type"] = whole.position_embedding_type
         row = {key: entry[key] for key in ("layout", "class", "reads", "arguments")}
         rows.append(f"    {model_type!r}: { ({**row, 'defaults': sizes})!r},")
     header = (

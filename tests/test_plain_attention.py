@@ -20,7 +20,7 @@ TYPES = PRINTED["types"]
 LENGTH, PADDED = 12, 3  # `print_transformers.py`'s DEBERTA_LENGTH and DEBERTA_PADDED
 # Refused by the mechanism their module's code shows (a forward argument or a config key beyond a
 # plain attention's), with the words of the error.
-REFUSED = {"layoutlmv3": "`position_bias`", "git": "`num_image_with_embedding`"}
+REFUSED = {"layoutlmv3": "`position_bias`", "git": "`num_image_with_embedding`", "mra": "`approx_mode`"}
 # LayoutLM's, MarkupLM's and Splinter's modules take their softmax in float32 whatever they run in
 # (`softmax(..., dtype=torch.float32)`): 3.1e-7 of the largest output at most.
 BOUNDS = dict.fromkeys(("layoutlm", "markuplm", "splinter"), 1e-6)
@@ -62,7 +62,12 @@ def test_the_attention_is_transformers_module_whole(model_type):
 
 def test_every_plain_type_printed_is_read_or_refused_by_its_mechanism():
     assert set(_hf_plain_defaults.TYPES) == set(TYPES)
-    assert {"bert", "roberta", "xlm-roberta", "electra", "camembert", "distilbert"} <= set(TYPES)
+    assert {"bert", "roberta", "xlm-roberta", "electra", "camembert", "distilbert", "esm"} <= set(TYPES)
+    assert TYPES["esm"]["config"]["position_embedding_type"] == "rotary"  # ESM-2's, rotating
+    sizes = {"model_type": "esm", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1}
+    for kind, rotates in (("rotary", True), ("absolute", False)):
+        layer = tf_posenc.MultiHeadAttention.from_hf_config({**sizes, "position_embedding_type": kind}, 0)
+        assert (layer.rope is not None) == rotates and layer.is_causal is (False if rotates else None)
     for model_type, words in REFUSED.items():
         with pytest.raises(ValueError, match=f"needs a mechanism.*{words}"):
             built(model_type)

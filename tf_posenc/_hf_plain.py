@@ -1,6 +1,6 @@
-"""Internal: encoders whose attention module has no positions inside it (BERT's, RoBERTa's,
-DistilBERT's, ...; their positions are a learned table added at the input, `hf_position_ids`),
-read from a config as the module's sizes and state-dict layout. The facts come from
+"""Internal: encoders whose attention module is plain (BERT's, RoBERTa's, DistilBERT's, ...; their
+positions are a learned table added at the input, `hf_position_ids`, or ESM-2's rotation of
+queries and keys), read from a config as the module's sizes and state-dict layout. The facts come from
 `_hf_plain_defaults` (printed from transformers 5.25): a module that reads a config key or takes
 a forward argument that this file does not account for is refused, naming it."""
 
@@ -19,6 +19,7 @@ _READS = {
     "attention_dropout": "dropout, which is off at inference",
     "_attn_implementation": "transformers' choice of attention kernel, the same softmax",
     "is_decoder": "whether the model masks causally, which the mask of a call says",
+    "position_embedding_type": "read: `rotary` rotates queries and keys (ESM-2); others add at the input",
 }
 # The forward arguments of a plain module: another is a mechanism the layer lacks.
 _ARGUMENTS = {
@@ -27,7 +28,9 @@ _ARGUMENTS = {
     "cache",
     "kwargs",
     "output_attentions",
-    "encoder_hidden_states",
+    "encoder_hidden_states",  # a cross-attention's, unused by self-attention
+    "encoder_attention_mask",
+    "position_embeddings",  # the rotation's rows, which `position_embedding_type="rotary"` asks for
 }
 
 
@@ -41,6 +44,7 @@ class PlainAttention(NamedTuple):
     heads: int
     head_dim: int
     layout: str
+    rotary: bool = False  # queries and keys rotate (ESM-2's `position_embedding_type="rotary"`)
 
 
 TYPES = tuple(_hf_plain_defaults.TYPES)
@@ -72,4 +76,5 @@ def read(config, layer_index):
         )
     layers = read.get("n_layers" if facts["layout"] == "distilbert" else "num_hidden_layers")
     _hf_config.encoder_layer_index(layer_index, layers)
-    return PlainAttention(model_type, hidden, heads, hidden // heads, facts["layout"])
+    rotary = "position_embeddings" in facts["arguments"] and read.get("position_embedding_type") == "rotary"
+    return PlainAttention(model_type, hidden, heads, hidden // heads, facts["layout"], rotary)

@@ -859,7 +859,8 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
         - **Encoders whose attention is plain** (BERT, RoBERTa, XLM-R, ELECTRA, CamemBERT,
           DistilBERT, Data2Vec-Text, ERNIE, RemBERT, X-MOD, ...: the types of
           `tf_posenc/_hf_plain_defaults.py`, printed from their modules), whose positions are a
-          learned table added at the input (`hf_position_ids`): `num_attention_heads` heads of
+          learned table added at the input (`hf_position_ids`), or ESM-2's rotation of queries
+          and keys (`position_embedding_type="rotary"`): `num_attention_heads` heads of
           `hidden_size // num_attention_heads` (DistilBERT's `n_heads` and `dim`), projections
           with biases, the softmax scale `1 / sqrt(head_dim)`, and the output projection
           (BERT's `attention.output.dense`; its LayerNorm of the residual follows the layer).
@@ -940,6 +941,12 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
                 f"`GroupQueryAttention.from_hf_config`'s. Received: model_type={model_type!r}"
             )
         module, arguments, bias = read(config, layer_index)
+        rope = arguments.get("rope")
+        if rope is not None and "dtype" in kwargs:
+            # The rotation follows the layer's policy: a float64 layer rotates with float64 rows.
+            arguments["rope"] = rope.__class__.from_config(
+                {**rope.get_config(), "dtype": kwargs["dtype"], "name": None}
+            )
         given = kwargs.get("position_bias")
         if bias is None and given is not None:
             raise ValueError(
@@ -1054,7 +1061,14 @@ def _plain_attention(config, layer_index):
     module = _hf_plain.read(config, layer_index)
     # transformers' `scaling`, given: the layer then computes as the other read modules do (the
     # softmax scale exact in float64, a query with no visible key weighting every key alike).
-    return module, {"use_bias": True, "scaling": module.head_dim**-0.5}, None
+    arguments = {"use_bias": True, "scaling": module.head_dim**-0.5}
+    if module.rotary:
+        # ESM-2 scales its queries by `head_dim ** -0.5` before it rotates them (its `scaling` is
+        # 1.0): the same scores, as the rotation is linear. Its rotation and its bidirectional
+        # plan are the config's, as `hf_attention_layers` reads them.
+        entry = hf_attention_layers(config)[layer_index]
+        arguments.update(rope=entry.rope, is_causal=entry.causal)
+    return module, arguments, None
 
 
 # The encoders `MultiHeadAttention.from_hf_config` reads, by model type.
