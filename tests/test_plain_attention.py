@@ -11,27 +11,19 @@ import keras
 import numpy as np
 import pytest
 from fingerprints import module_weights
+from test_deberta_attention import inputs  # the same padded batch as the DeBERTa printer's
 
 import tf_posenc
 from tf_posenc import _hf_plain_defaults
 
 PRINTED = json.loads((pathlib.Path(__file__).parent / "transformers_plain_attention_5_25.json").read_text())
 TYPES = PRINTED["types"]
-LENGTH, PADDED = 12, 3  # `print_transformers.py`'s DEBERTA_LENGTH and DEBERTA_PADDED
 # Refused by the mechanism their module's code shows (a forward argument or a config key beyond a
 # plain attention's), with the words of the error.
 REFUSED = {"layoutlmv3": "`position_bias`", "git": "`num_image_with_embedding`", "mra": "`approx_mode`"}
 # LayoutLM's, MarkupLM's and Splinter's modules take their softmax in float32 whatever they run in
 # (`softmax(..., dtype=torch.float32)`): 3.1e-7 of the largest output at most.
 BOUNDS = dict.fromkeys(("layoutlm", "markuplm", "splinter"), 1e-6)
-
-
-def inputs():
-    """`print_transformers.deberta_input`: the hidden states and the padding mask."""
-    hidden = np.random.RandomState(11).standard_normal((2, LENGTH, 32))
-    mask = np.ones((2, LENGTH), dtype=bool)
-    mask[1, -PADDED:] = False
-    return hidden, mask
 
 
 def built(model_type):
