@@ -109,11 +109,7 @@ def read(config):
     parakeet = model_type in ("parakeet_encoder", "nemotron_asr_streaming_encoder")
     head_dim = read.get("head_dim") if parakeet else None
     if head_dim is None:
-        if hidden % heads:
-            raise ValueError(
-                f"`hidden_size` must be a multiple of `{heads_key}` ({heads}). Received: hidden_size={hidden}"
-            )
-        head_dim = hidden // heads
+        head_dim = _validation.head_size("hidden_size", hidden, heads_key, heads)
     head_dim = _validation.positive_int("head_dim", head_dim)
     if parakeet and read["num_key_value_heads"] != heads:
         raise ValueError(

@@ -95,12 +95,7 @@ def read(config):
     heads = _validation.positive_int("num_attention_heads", read["num_attention_heads"])
     head_dim = read.get("attention_head_size")
     if head_dim is None:
-        if hidden % heads:
-            raise ValueError(
-                f"`hidden_size` must be a multiple of `num_attention_heads` ({heads}). "
-                f"Received: hidden_size={hidden}"
-            )
-        head_dim = hidden // heads
+        head_dim = _validation.head_size("hidden_size", hidden, "num_attention_heads", heads)
     head_dim = _validation.positive_int("attention_head_size", head_dim)
     pos_att_type = _pos_att_type(read["pos_att_type"])
     relative = _validation.boolean("relative_attention", bool(read["relative_attention"]))

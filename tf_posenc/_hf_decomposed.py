@@ -54,11 +54,7 @@ def read(config, layer_index):
     read = {**DEFAULTS[model_type], **{k: v for k, v in given.items() if v is not None}}
     hidden = _validation.positive_int("hidden_size", read["hidden_size"])
     heads = _validation.positive_int("num_attention_heads", read["num_attention_heads"])
-    if hidden % heads:
-        raise ValueError(
-            f"`hidden_size` must be a multiple of `num_attention_heads` ({heads}). "
-            f"Received: hidden_size={hidden}"
-        )
+    head_dim = _validation.head_size("hidden_size", hidden, "num_attention_heads", heads)
     layers = _validation.positive_int("num_hidden_layers", read["num_hidden_layers"])
     _hf_config.encoder_layer_index(layer_index, layers)
     image = _pair("image_size", read["image_size"])
@@ -75,5 +71,5 @@ def read(config, layer_index):
     else:
         input_size = (image[0] // patch[0], image[1] // patch[1])
     return DecomposedAttention(
-        model_type, hidden, heads, hidden // heads, bool(read["qkv_bias"]), relative, input_size
+        model_type, hidden, heads, head_dim, bool(read["qkv_bias"]), relative, input_size
     )

@@ -70,11 +70,8 @@ def read(config, layer_index):
     names = ("dim", "n_heads") if facts["layout"] == "distilbert" else ("hidden_size", "num_attention_heads")
     hidden = _validation.positive_int(names[0], read[names[0]])
     heads = _validation.positive_int(names[1], read[names[1]])
-    if hidden % heads:
-        raise ValueError(
-            f"`{names[0]}` must be a multiple of `{names[1]}` ({heads}). Received: {names[0]}={hidden}"
-        )
     layers = read.get("n_layers" if facts["layout"] == "distilbert" else "num_hidden_layers")
     _hf_config.encoder_layer_index(layer_index, layers)
     rotary = "position_embeddings" in facts["arguments"] and read.get("position_embedding_type") == "rotary"
-    return PlainAttention(model_type, hidden, heads, hidden // heads, facts["layout"], rotary)
+    head_dim = _validation.head_size(names[0], hidden, names[1], heads)
+    return PlainAttention(model_type, hidden, heads, head_dim, facts["layout"], rotary)

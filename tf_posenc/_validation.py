@@ -221,6 +221,16 @@ def grid_shape(name, value, rank):
     )
 
 
+def head_size(size_name, size, heads_name, heads):
+    """The head size `size // heads` of an attention whose heads split its width `size`; a
+    `ValueError` naming both keys where they do not divide."""
+    if size % heads:
+        raise ValueError(
+            f"`{size_name}` must be a multiple of `{heads_name}` ({heads}). Received: {size_name}={size}"
+        )
+    return size // heads
+
+
 def multiple_of(name, value, multiple, why):
     """`value` as a positive int that is a multiple of `multiple` (`why` says what needs it)."""
     value = positive_int(name, value)

@@ -210,6 +210,44 @@ def _assign(layer, values):
         variable.assign(np.asarray(values[path]).reshape(tuple(variable.shape)).astype(variable.dtype))
 
 
+def _projections(source, pairs, module, bias=True):
+    """The kernels (and biases) of the sublayers of `pairs`, `(state-dict name, sublayer)`, from
+    `(heads * head_dim, hidden)` weights: the values `_assign` takes."""
+    hidden, heads, head_dim = module.hidden_size, module.heads, module.head_dim
+    values = {}
+    for name, dense in pairs:
+        matrix = source.shaped(f"{name}.weight", (heads * head_dim, hidden))
+        values[f"{dense}/kernel"] = matrix.T.reshape(hidden, heads, head_dim)
+        if bias:
+            values[f"{dense}/bias"] = source.shaped(f"{name}.bias", (heads * head_dim,)).reshape(
+                heads, head_dim
+            )
+    return values
+
+
+def _output_projection(source, name, module, bias=True):
+    """The output projection `name` (`(hidden, heads * head_dim)`, and its bias) as `_assign`
+    takes it."""
+    hidden, heads, head_dim = module.hidden_size, module.heads, module.head_dim
+    matrix = source.shaped(f"{name}weight", (hidden, heads * head_dim))
+    values = {"attention_output/kernel": matrix.T.reshape(heads, head_dim, hidden)}
+    if bias:
+        values["attention_output/bias"] = source.shaped(f"{name}bias", (hidden,))
+    return values
+
+
+def _self_and_output(weights, prefix, module, what_self, example):
+    """BERT's layout of an attention: the weights under `prefix`, which must end in `self.`, and
+    those of the output projection `output.dense` beside it."""
+    if not prefix.endswith("self."):
+        raise ValueError(
+            f"`prefix` must name {what_self}, ending in `self.` (for example `{example}`). "
+            f"{_validation.received('prefix', prefix)}"
+        )
+    what = f"the attention module of model_type={module.model_type!r}"
+    return _Weights(weights, prefix, what), _Weights(weights, f"{prefix[: -len('self.')]}output.dense.", what)
+
+
 def _load_relative_embeddings(layer, weights, prefix):
     """DeBERTa-v2's `encoder.rel_embeddings.weight` and `encoder.LayerNorm` (with
     `norm_rel_ebd="layer_norm"`) under `prefix` (the encoder's, which also holds its layers: only
@@ -236,16 +274,14 @@ def _load_deberta(layer, module, weights, prefix):
     """A DeBERTa-v2 / SEW-D `DisentangledSelfAttention` under `prefix` (which must end in
     `self.`), and the output projection `output.dense` beside it (the `DebertaV2SelfOutput`
     whose LayerNorm of the residual follows the layer)."""
-    if not prefix.endswith("self."):
-        raise ValueError(
-            "`prefix` must name DeBERTa's `DisentangledSelfAttention`, ending in `self.` (for example "
-            f"`deberta.encoder.layer.0.attention.self.`). {_validation.received('prefix', prefix)}"
-        )
-    what = f"the attention module of model_type={module.model_type!r}"
+    source, output = _self_and_output(
+        weights,
+        prefix,
+        module,
+        "DeBERTa's `DisentangledSelfAttention`",
+        "deberta.encoder.layer.0.attention.self.",
+    )
     _check_shared_table(layer, weights, prefix)
-    source = _Weights(weights, prefix, what)
-    output = _Weights(weights, f"{prefix[: -len('self.')]}output.dense.", what)
-    hidden, heads, head_dim = module.hidden_size, module.heads, module.head_dim
     projections = [("query_proj", "query"), ("key_proj", "key"), ("value_proj", "value")]
     if module.bias_arguments and not module.share_att_key:
         projections += [
@@ -256,13 +292,7 @@ def _load_deberta(layer, module, weights, prefix):
             )
             if term in module.pos_att_type
         ]
-    values = {}
-    for proj, dense in projections:
-        matrix = source.shaped(f"{proj}.weight", (heads * head_dim, hidden))
-        values[f"{dense}/kernel"] = matrix.T.reshape(hidden, heads, head_dim)
-        values[f"{dense}/bias"] = source.shaped(f"{proj}.bias", (heads * head_dim,))
-    values["attention_output/kernel"] = output.shaped("weight", (hidden, heads * head_dim)).T
-    values["attention_output/bias"] = output.shaped("bias", (hidden,))
+    values = {**_projections(source, projections, module), **_output_projection(output, "", module)}
     why = "`share_att_key` and `pos_att_type` say which position projections a layer has"
     _finish(layer, module, source, why, values)
 
@@ -272,30 +302,19 @@ def _load_plain(layer, module, weights, prefix):
     (`query`, `key`, `value`, and the output projection `output.dense` beside it, whose LayerNorm
     of the residual follows the layer), or DistilBERT's under its `attention.` (`q_lin`, `k_lin`,
     `v_lin`, `out_lin`)."""
-    what = f"the attention module of model_type={module.model_type!r}"
     if module.layout == "bert":
-        if not prefix.endswith("self."):
-            raise ValueError(
-                f"`prefix` must name the {module.model_type!r} layer's self-attention, ending in `self.` "
-                f"(for example `encoder.layer.0.attention.self.`). {_validation.received('prefix', prefix)}"
-            )
-        source = _Weights(weights, prefix, what)
-        output = _Weights(weights, f"{prefix[: -len('self.')]}output.dense.", what)
-        names, out_name = ("query", "key", "value"), "weight"
+        source, output = _self_and_output(
+            weights, prefix, module, f"the {module.model_type!r} layer's self-attention",
+            "encoder.layer.0.attention.self.",
+        )  # fmt: skip
+        names, out_name = ("query", "key", "value"), ""
     else:
-        source = output = _Weights(weights, prefix, what)
-        names, out_name = ("q_lin", "k_lin", "v_lin"), "out_lin.weight"
-    hidden, heads, head_dim = module.hidden_size, module.heads, module.head_dim
-    values = {}
-    for name, dense in zip(names, ("query", "key", "value"), strict=True):
-        values[f"{dense}/kernel"] = source.shaped(f"{name}.weight", (hidden, hidden)).T.reshape(
-            hidden, heads, head_dim
+        source = output = _Weights(
+            weights, prefix, f"the attention module of model_type={module.model_type!r}"
         )
-        values[f"{dense}/bias"] = source.shaped(f"{name}.bias", (hidden,)).reshape(heads, head_dim)
-    values["attention_output/kernel"] = output.shaped(out_name, (hidden, hidden)).T.reshape(
-        heads, head_dim, hidden
-    )
-    values["attention_output/bias"] = output.shaped(out_name.replace("weight", "bias"), (hidden,))
+        names, out_name = ("q_lin", "k_lin", "v_lin"), "out_lin."
+    pairs = zip(names, ("query", "key", "value"), strict=True)
+    values = {**_projections(source, pairs, module), **_output_projection(output, out_name, module)}
     why = "its module has no weight beside its projections"
     if output is not source and output.unused():
         _finish(layer, module, output, why, {})  # raises, naming them
@@ -328,17 +347,11 @@ def _load_conformer(layer, module, weights, prefix):
     layer's `TransformerXLPositionBias`."""
     source = _Weights(weights, prefix, f"the attention module of model_type={module.model_type!r}")
     hidden, heads, head_dim, roles = module.hidden_size, module.heads, module.head_dim, module.names
-    values = {}
-    for role, dense in (("q", "query"), ("k", "key"), ("v", "value")):
-        matrix = source.shaped(f"{roles[role]}.weight", (heads * head_dim, hidden))
-        values[f"{dense}/kernel"] = matrix.T.reshape(hidden, heads, head_dim)
-        if module.biases:
-            bias = source.shaped(f"{roles[role]}.bias", (heads * head_dim,))
-            values[f"{dense}/bias"] = bias.reshape(heads, head_dim)
-    output = source.shaped(f"{roles['o']}.weight", (hidden, heads * head_dim))
-    values["attention_output/kernel"] = output.T.reshape(heads, head_dim, hidden)
-    if module.biases:
-        values["attention_output/bias"] = source.shaped(f"{roles['o']}.bias", (hidden,))
+    pairs = [(roles[role], dense) for role, dense in (("q", "query"), ("k", "key"), ("v", "value"))]
+    values = {
+        **_projections(source, pairs, module, bias=module.biases),
+        **_output_projection(source, f"{roles['o']}.", module, bias=module.biases),
+    }
     bias_values = None
     if module.relative:
         pos = source.shaped(f"{roles['pos']}.weight", (heads * head_dim, hidden))

@@ -114,6 +114,14 @@ def _checked_attention_mask(attention_mask, batch, query_positions, key_position
     return mask
 
 
+def _rope_in_dtype(rope, kwargs):
+    """A plan's rope for a layer built with `kwargs`: the rotation follows the layer's policy, so
+    a float64 layer rotates with float64 rows."""
+    if "dtype" not in kwargs:
+        return rope
+    return rope.__class__.from_config({**rope.get_config(), "dtype": kwargs["dtype"], "name": None})
+
+
 def _rope_where(positions, start):
     """What a rotation is given for these positions: a start where they are defaulted."""
     return {"start_index": start} if positions is None else {"positions": positions}
@@ -941,12 +949,8 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
                 f"`GroupQueryAttention.from_hf_config`'s. Received: model_type={model_type!r}"
             )
         module, arguments, bias = read(config, layer_index)
-        rope = arguments.get("rope")
-        if rope is not None and "dtype" in kwargs:
-            # The rotation follows the layer's policy: a float64 layer rotates with float64 rows.
-            arguments["rope"] = rope.__class__.from_config(
-                {**rope.get_config(), "dtype": kwargs["dtype"], "name": None}
-            )
+        if arguments.get("rope") is not None:
+            arguments["rope"] = _rope_in_dtype(arguments["rope"], kwargs)
         given = kwargs.get("position_bias")
         if bias is None and given is not None:
             raise ValueError(
@@ -1256,10 +1260,7 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
         head_dim = read.get("head_dim") or read["hidden_size"] // heads
         kv_heads = _hf_attention.config_value(read, "num_key_value_heads") or heads
         module = _hf_attention.module_record(read, heads, kv_heads, head_dim, entry)
-        rope = entry.rope
-        if rope is not None and "dtype" in kwargs:
-            # The rotation follows the layer's policy: a float64 layer rotates with float64 rows.
-            rope = rope.__class__.from_config({**rope.get_config(), "dtype": kwargs["dtype"], "name": None})
+        rope = None if entry.rope is None else _rope_in_dtype(entry.rope, kwargs)
         scaling = entry.scaling
         if module.score_scale is not None:
             scaling = (module.head_dim**-0.5 if scaling is None else scaling) * module.score_scale
