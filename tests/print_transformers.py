@@ -45,6 +45,7 @@ import copy
 import importlib
 import inspect
 import json
+import math
 import pathlib
 import re
 import sys
@@ -2545,6 +2546,273 @@ def plain_attention():
     target.write_text(header + "\n".join(rows) + "\n}\n" + footer)  # then `ruff format` it
 
 
+LATENT = pathlib.Path(__file__).parent / "transformers_latent_attention_5_25.json"
+# Latent attention at its smallest: every MLA config class takes these (LongCat-Flash's and
+# dots.llm3's rotary `head_dim` and Mistral 4's whole head follow from them, `LATENT_OVERRIDES`).
+LATENT_SIZES = {
+    "hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 12,
+    "kv_lora_rank": 16, "qk_nope_head_dim": 12, "qk_rope_head_dim": 4, "v_head_dim": 8,
+    "num_hidden_layers": 8, "index_n_heads": 4, "index_head_dim": 8, "index_topk": 3,
+    "rms_norm_eps": 3e-6,  # apart from every norm's own default, so that `latent_facts` sees which it reads
+}  # fmt: skip
+LATENT_OVERRIDES = {
+    "longcat_flash": {"head_dim": 4},
+    "dots3_note": {"head_dim": 16, "swa_num_attention_heads": 2, "swa_num_key_value_heads": 2,
+                   "swa_q_lora_rank": 12, "swa_kv_lora_rank": 12, "swa_head_dim": 16,
+                   "swa_qk_nope_head_dim": 8, "swa_v_head_dim": 8, "sliding_window": 3},
+    "glm5_next": {"qk_rope_head_dim": 0, "index_kpool": 1},
+    "hy_v4_vl": {"qk_rope_head_dim": 6,
+                 "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default",
+                                     "mrope_section": [1, 1, 1]}},
+    "mistral_large4": {"index_topk": 3},
+}  # fmt: skip
+# Each variant's config keys, where the type's config class has them (`rope_interleave`,
+# `q_lora_rank=None` where its module builds `q_proj`).
+LATENT_VARIANTS = {
+    "q_proj": {"q_lora_rank": None},
+    "flip": "rope_interleave",
+    "yarn": {"rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                 "original_max_position_embeddings": 256, "mscale": 1.0,
+                                 "mscale_all_dim": 0.8, "beta_fast": 32.0, "beta_slow": 1.0}},
+    "bias": {"attention_bias": True},
+}  # fmt: skip
+
+
+def latent_types():
+    """{model type: its text config's type}: every config class of transformers with
+    `kv_lora_rank` (DeepSeek's latent attention), found among all config classes."""
+    found = {}
+    for model_type in sorted(transformers.models.auto.configuration_auto.CONFIG_MAPPING_NAMES):
+        try:
+            text = AutoConfig.for_model(model_type).get_text_config(decoder=True)
+        except Exception:
+            continue
+        if "kv_lora_rank" in vars(type(text)).get("__annotations__", {}) or hasattr(text, "kv_lora_rank"):
+            found.setdefault(text.model_type, model_type)
+    return found
+
+
+@contextlib.contextmanager
+def index_ties():
+    """The query rows whose `index_topk` keys an indexer's `topk` picks among tied scores (ReLU's
+    zeros): torch orders ties as its kernel happens to, so those rows' outputs are no reference."""
+    ambiguous = set()
+    original = torch.Tensor.topk
+
+    def topk(self, k, *args, **kwargs):
+        values = self.sort(dim=-1, descending=True).values
+        if values.shape[-1] > k:
+            floor = torch.finfo(values.dtype).min / 2
+            tied = (values[..., k - 1] == values[..., k]) & (values[..., k] > floor)
+            ambiguous.update(int(row) for row in torch.nonzero(tied.reshape(-1, tied.shape[-1]))[:, 1])
+        return original(self, k, *args, **kwargs)
+
+    torch.Tensor.topk = topk
+    try:
+        yield ambiguous
+    finally:
+        torch.Tensor.topk = original
+
+
+def latent_config(text_type, parent, switches):
+    """The text config of `parent` built with `LATENT_SIZES`, the type's overrides and
+    `switches`, through its constructor (whose checks and derived keys run)."""
+    text_class = type(AutoConfig.for_model(parent).get_text_config(decoder=True))
+    base = {**LATENT_SIZES, **LATENT_OVERRIDES.get(parent, LATENT_OVERRIDES.get(text_type, {}))}
+    given = {**base, **switches}
+    text = text_class(**given)
+    text._attn_implementation = "eager"
+    return text, given
+
+
+def _source(cls, method="forward"):
+    return inspect.getsource(getattr(cls, method)) if cls is not None else ""
+
+
+def _epsilon(norm):
+    return float(getattr(norm, "variance_epsilon", getattr(norm, "eps", None)))
+
+
+def latent_facts(text, layer, printed):
+    """What a latent-attention module does, read from its code and from the module built from
+    `text` (whose `rms_norm_eps` is apart from every norm's default): its parameters, how its main
+    attention and its indexer rotate, its norms' epsilons, its scale attributes."""
+    attention = next(
+        child for child in layer.modules()
+        if type(child).__name__ == printed["class"]
+    )  # fmt: skip
+    forward = _source(type(attention))
+    if "rope_interleave" in forward:
+        rotation = "config"  # `rope_interleave` says
+    elif re.search(r"apply_rotary_pos_emb_interleave|view_as_complex|apply_rotary_emb\(", forward):
+        rotation = "interleave"
+    elif "apply_rotary_pos_emb(" in forward:
+        rotation = "half"
+    else:
+        rotation = None  # no rotation at all
+    facts = {
+        "parameters": sorted(printed["shapes"]),
+        "rotation": rotation,
+        "latent_eps": _epsilon(attention.kv_a_layernorm),
+        "latent_eps_is_config": _epsilon(attention.kv_a_layernorm) == text.rms_norm_eps,
+        "scaling": float(attention.scaling),
+        # DeepSeek's `yarn_apply_mscale`: YaRN's mscale_all_dim squared in the softmax scale.
+        "yarn_mscale": "yarn_apply_mscale" in _source(type(attention), "__init__"),
+        # Every other float scale of the module, by the rank whose sqrt(hidden / rank) it is
+        # (LongCat-Flash's and dots.llm3's latents), or None.
+        "latent_scales": {
+            name: next(
+                (rank for rank in sorted(("q_lora_rank", "kv_lora_rank"), key=lambda r: r[:-5] not in name)
+                 if math.isclose(value, math.sqrt(text.hidden_size / (getattr(attention, rank, 0) or 1)))),
+                None,
+            )
+            for name, value in sorted(vars(attention).items())
+            if isinstance(value, float) and "scal" in name and name != "scaling"
+        },
+        "forward_arguments": list(inspect.signature(type(attention).forward).parameters)[1:],
+    }  # fmt: skip
+    indexer = getattr(attention, "indexer", None)
+    if indexer is not None:
+        source = _source(type(indexer))
+        facts["indexer"] = {
+            "rope_first": bool(re.search(r"split\(\s*q,\s*\[self\.qk_rope_head_dim", source)),
+            "rotation": "interleave" if "apply_rotary_pos_emb_interleave" in source else "half",
+            "key_eps": _epsilon(indexer.k_norm),
+            "key_eps_is_config": _epsilon(indexer.k_norm) == text.rms_norm_eps,
+            "arguments": list(inspect.signature(type(indexer).forward).parameters)[1:],
+        }
+    return facts
+
+
+def latent_table(printed):
+    """`tf_posenc/_hf_latent_defaults.py`: per latent-attention type, its module class, the
+    config keys its code reads with the config class's defaults, and `latent_facts`."""
+    rows = []
+    for key, entry in sorted(printed.items()):
+        if "+" in key or "facts" not in entry:
+            continue
+        # As the class saves them (a per-layer key, such as dots.llm3's heads, at its global value).
+        whole = type(AutoConfig.for_model(entry["parent"]).get_text_config(decoder=True))().to_dict()
+        defaults = {}
+        for name in entry["reads"]:
+            value = whole.get(name)
+            if name in whole and (value is None or isinstance(value, (bool, int, float, str, list, dict))):
+                defaults[name] = value
+        row = {"reads": entry["reads"], "defaults": defaults, "layers": entry["facts"]}
+        rows.append(f"    {entry['model_type']!r}: {row!r},")
+    header = (
+        '"""Internal, generated by `python tests/print_transformers.py latent` '
+        f"(transformers {transformers.__version__}):\n"
+        "every latent-attention type (DeepSeek's MLA): the config keys its modules' code reads, with\n"
+        "its config class's defaults, and per attention class and layer type what the module does\n"
+        "(its parameters, rotation, norms' epsilons, scale attributes, indexer).\n"
+        '"""\n\n'
+        "# ruff: noqa: E501\n\n"
+        "TYPES = {\n"
+    )
+    target = pathlib.Path(__file__).parent.parent / "tf_posenc" / "_hf_latent_defaults.py"
+    target.write_text(header + "\n".join(rows) + "\n}\n")  # then `ruff format` it
+
+
+def latent():
+    """Every latent-attention type's distinct attention modules (by class and layer type), run
+    whole by `module_output` in float64 at `LATENT_SIZES` and in each of `LATENT_VARIANTS` its
+    config class takes; and what each module's code reads of its config (the attention, indexer,
+    norm and rotary classes of its modeling file)."""
+    printed = {}
+    for text_type, parent in latent_types().items():
+        module_name = transformers.models.auto.configuration_auto.model_type_to_module_name(parent)
+        try:
+            module = importlib.import_module(f"transformers.models.{module_name}.modeling_{module_name}")
+        except ImportError:  # SarvamMLA: DeepSeek-V3's modules, as `AutoModelForCausalLM` builds them
+            built = modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[parent]
+            module = importlib.import_module(getattr(transformers, built).__module__)
+        classes = [
+            value for name, value in sorted(vars(module).items())
+            if inspect.isclass(value) and value.__module__ == module.__name__
+            and "Vision" not in name
+            and (re.search(r"(Indexer|RotaryEmbedding|SoftmaxScaling)$", name)
+                 or (re.search(r"(Attention|MLA)$", name)
+                     and "kv_a_proj_with_mqa" in inspect.getsource(value)))
+        ]  # fmt: skip
+        reads = sorted({key for cls in classes for key in config_reads(cls)})
+        variants = {"base": {}}
+        for name, switches in LATENT_VARIANTS.items():
+            try:
+                if switches == "rope_interleave":
+                    default = getattr(latent_config(text_type, parent, {})[0], "rope_interleave", None)
+                    if default is None:
+                        continue
+                    switches = {"rope_interleave": not default}
+                latent_config(text_type, parent, switches)
+            except Exception:  # a variant the config class refuses (`q_lora_rank` required)
+                continue
+            variants[name] = switches
+        for name, switches in variants.items():
+            key = text_type if name == "base" else f"{text_type}+{name}"
+            try:
+                text, given = latent_config(text_type, parent, switches)
+                if name == "q_proj" and not any(
+                    "q_proj" in dict(cls(text, 0).named_children())
+                    for cls in classes
+                    if cls.__name__.endswith(("Attention", "MLA"))
+                ):
+                    continue  # the module builds `q_a_proj` whatever the config says
+                model, layers = text_model(text, module)
+            except Exception as error:
+                printed[key] = {"model_type": text_type, "error": f"{type(error).__name__}: {error}"[:300]}
+                print(key, printed[key]["error"], flush=True)
+                continue
+            rotary = text_rotary(model, text)
+            layer_types = getattr(text, "layer_types", None) or [None] * len(layers)
+            # As a config.json holds it: what a user's config gives the reader.
+            saved = json.loads(json.dumps(text.to_dict(), default=str))
+            entry = {"model_type": text_type, "parent": parent, "given": given, "config": saved,
+                     "reads": reads, "layers": {}}  # fmt: skip
+            for index, layer in enumerate(layers):
+                found = [
+                    child for child in layer.modules()
+                    if re.search(r"(Attention|MLA)$", type(child).__name__)
+                    and hasattr(child, "kv_a_proj_with_mqa")
+                ]  # fmt: skip
+                for attention in found[:1]:
+                    kind = layer_types[index] if index < len(layer_types) else None
+                    label = f"{type(attention).__name__}:{kind}"
+                    if label in entry["layers"]:
+                        continue
+                    try:
+                        with index_ties() as ambiguous:
+                            entry["layers"][label] = module_output(
+                                module, text, rotary, attention, index, kind
+                            )
+                        if ambiguous:
+                            entry["layers"][label]["ambiguous_rows"] = sorted(ambiguous)
+                    except Exception as error:
+                        entry["layers"][label] = {
+                            "layer_index": index, "error": f"{type(error).__name__}: {error}"[:300],
+                            "class": type(attention).__name__,
+                            "shapes": {k: list(v.shape) for k, v in attention.state_dict().items()},
+                        }  # fmt: skip
+            if name != "base" and any("error" in value for value in entry["layers"].values()):
+                print(key, "not run by transformers itself: left out", flush=True)
+                continue
+            if name == "base":
+                entry["facts"] = {
+                    label: latent_facts(text, layers[value["layer_index"]], value)
+                    for label, value in entry["layers"].items()
+                }  # fmt: skip
+            printed[key] = entry
+            print(
+                key, {label: value.get("error", "ok") for label, value in entry["layers"].items()}, flush=True
+            )
+    versions = f"transformers {transformers.__version__}, torch {torch.__version__}"
+    source = f"{versions}: tests/print_transformers.py latent"
+    latent_table(printed)
+    LATENT.write_text(
+        json.dumps({"source": source, "types": printed}, separators=(",", ":"), default=str) + "\n"
+    )
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "rotations":
         rotations(sys.argv[2:])
@@ -2572,5 +2840,6 @@ if __name__ == "__main__":
             "position_ids": position_ids_all,
             "plain_attention": plain_attention,
             "ports": ports,
+            "latent": latent,
         }
         verbs[sys.argv[1]]()

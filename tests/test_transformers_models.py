@@ -26,8 +26,8 @@ TYPES = PRINTED["types"]
 # (`apply_rotary_pos_emb_interleave`): a fixed order of the features, the same for queries and
 # keys, so the scores are those of interleaved pairs rotated in place.
 DEINTERLEAVED = {
-    "axk1", "axk2", "bailing_hybrid", "deepseek_v3", "deepseek_v32", "glm4_moe_lite", "glm_moe_dsa",
-    "hy_v4", "hy_v4_vl_text", "longcat_flash", "mistral4", "youtu",
+    "axk1", "axk2", "bailing_hybrid", "deepseek_v3", "deepseek_v32", "dots3_note_text", "glm4_moe_lite",
+    "glm_moe_dsa", "hy_v4", "hy_v4_vl_text", "longcat_flash", "mistral4", "youtu",
 }  # fmt: skip
 # Zaya computes queries and keys with a causal convolution over time: tokens at different
 # positions differ before the rotation, which the printer's identical tokens assume they do not.

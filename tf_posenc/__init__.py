@@ -66,6 +66,7 @@ from tf_posenc.layers.disentangled_position_bias import DisentangledPositionBias
 from tf_posenc.layers.fourier_position_embedding import FourierPositionEmbedding
 from tf_posenc.layers.head_normalization import HeadNormalization
 from tf_posenc.layers.multi_head_attention import GroupQueryAttention, MultiHeadAttention
+from tf_posenc.layers.multi_head_latent_attention import MultiHeadLatentAttention
 from tf_posenc.layers.transformer_xl_position_bias import TransformerXLPositionBias
 from tf_posenc.multimodal import mrope_positions, vision_position_ids
 from tf_posenc.packing import (
@@ -97,6 +98,7 @@ __all__ = [
     "InklingRelativeBias",
     "LearnedPatchPositionEmbedding",
     "MultiHeadAttention",
+    "MultiHeadLatentAttention",
     "PatchPositionalEncoding",
     "PositionalEmbedding",
     "PositionalEncoding",

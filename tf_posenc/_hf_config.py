@@ -14,12 +14,19 @@ import os
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from tf_posenc import _hf_defaults, _hf_encoder_defaults, _hf_module_defaults, _rope_types, _validation
+from tf_posenc import (
+    _hf_defaults,
+    _hf_encoder_defaults,
+    _hf_latent,
+    _hf_module_defaults,
+    _rope_types,
+    _validation,
+)
 
 _LAYER_TYPES = ("full_attention", "sliding_attention")
 
 
-def _as_dict(config):
+def as_dict(config):
     if isinstance(config, (str, os.PathLike)):
         path = os.path.join(config, "config.json") if os.path.isdir(config) else config
         if not os.path.isfile(path):
@@ -41,7 +48,7 @@ def _language_model(config):
     """A multimodal model's `text_config`, where its rotary parameters live."""
     own = ("rope_parameters", "rope_scaling", "rope_theta", "head_dim", "hidden_size")
     if config.get("text_config") is not None and not any(key in config for key in own):
-        return _as_dict(config["text_config"])
+        return as_dict(config["text_config"])
     return config
 
 
@@ -80,9 +87,6 @@ MECHANISMS = {
     "blt": "BLT's global transformer, whose positions are patch indices",
     "blt_global_transformer": "BLT's global transformer, whose positions are patch indices",
     "pi05": "π0.5's action expert, whose decoder config is nested in its `dit_config`",
-    "dots3_note_text": (
-        "dots.llm3's latent-attention heads of another size on each layer type (`per_layer_config`)"
-    ),
     # Not decoders: rotations of other coordinates than a token's position.
     "musicflamingo": (
         "Music Flamingo's rotation of its audio windows by their timestamps, and of time within them"
@@ -101,7 +105,7 @@ def _language_model_type(config, language):
     """The model type whose rules apply: the language model's (`text_config`'s where the config
     has one), or None for a config that names none."""
     text = config.get("text_config")
-    text = _as_dict(text) if text is not None else {}
+    text = as_dict(text) if text is not None else {}
     model_type = text.get("model_type") or language.get("model_type") or config.get("model_type")
     if model_type is None:
         return None
@@ -162,7 +166,7 @@ def read(config):
     language model's part of a multimodal config, with the keys it omits filled in as its
     model's transformers config class fills them. A model type without rules here is a
     `ValueError`."""
-    whole = _as_dict(config)
+    whole = as_dict(config)
     if whole.get("model_type") in _ROTATING_PARTS:
         model_type = whole["model_type"]
         parts = " or ".join(f"`{key}`" for key in _ROTATING_PARTS[model_type])
@@ -173,7 +177,7 @@ def read(config):
     if whole.get("model_type") in _hf_encoder_defaults.SUB_CONFIGS:
         # A composite config whose rotating part is one sub-config (PE Audio's `audio_config`).
         key, part_type = _hf_encoder_defaults.SUB_CONFIGS[whole["model_type"]]
-        whole = {"model_type": part_type, **_as_dict(whole.get(key) or {})}
+        whole = {"model_type": part_type, **as_dict(whole.get(key) or {})}
     language = _language_model(whole)
     model_type = _language_model_type(whole, language)
     if model_type is None:
@@ -261,7 +265,7 @@ def inkling_config(config):
     """An Inkling 2 config (`inkling2` or `inkling2_text`; a dict, a path, a checkpoint folder
     or a transformers config) as the dict of its language model's bias keys, `layer_types`
     included, each omitted key filled in as `Inkling2TextConfig` fills it."""
-    whole = _as_dict(config)
+    whole = as_dict(config)
     language = _language_model(whole)
     model_type = language.get("model_type") or whole.get("model_type")
     if model_type not in ("inkling2", "inkling2_text"):
@@ -300,7 +304,7 @@ def read_plan(config):
     """`read`, for a per-layer plan: a composite config whose plan needs a mechanism tf_posenc
     lacks is refused under its own model type, before `read` takes its rotating part (Nemotron 3.5
     Transcribe's audio model runs its encoder, whose own plan is read, chunk by chunk)."""
-    _refuse_plan(_as_dict(config).get("model_type"))
+    _refuse_plan(as_dict(config).get("model_type"))
     return read(config)
 
 
@@ -316,7 +320,7 @@ def _refuse_plan(model_type):
 def read_vision(config, model_type):
     """`config` as a dict, for a vision model of `model_type` (a config naming another model
     type is a `ValueError`)."""
-    config = _as_dict(config)
+    config = as_dict(config)
     given = config.get("model_type")
     if given is not None and given != model_type:
         raise ValueError(f"`model_type` must be {model_type!r}. Received: model_type={given!r}")
@@ -481,7 +485,11 @@ def rotary_arguments(config, layer_type=None):
     )
     if config.get("qk_rope_head_dim") and partial != 1.0:
         # Mistral 4's factor is of the whole latent head: it leaves the `qk_rope_head_dim` that rotate.
-        whole = config.get("head_dim") or config["qk_rope_head_dim"] + (config.get("qk_nope_head_dim") or 0)
+        whole = (
+            config.get("head_dim")
+            or _hf_latent.default(config.get("model_type"), "head_dim")
+            or config["qk_rope_head_dim"] + (config.get("qk_nope_head_dim") or 0)
+        )
         if int(whole * partial) == config["qk_rope_head_dim"]:
             partial = 1.0
     max_positions = config.get("max_position_embeddings")
@@ -713,25 +721,6 @@ _USE_SLIDING_WINDOW = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "smollm3", "q
 _NO_ROPE_LAYERS = ("llama4", "llama4_text", "smollm3")
 _KV_SHARING = ("gemma3n", "gemma3n_text", "gemma4", "gemma4_text")
 _GEMMA4_TYPES = ("gemma4", "gemma4_text", "gemma4_unified_text", "diffusion_gemma_text")
-# Latent attention (DeepSeek-V2's MLA): the last `qk_rope_head_dim` features of a head rotate,
-# and the softmax scale is that of the whole `qk_nope_head_dim + qk_rope_head_dim` head.
-_MLA = (
-    "axk1",
-    "axk2",
-    "bailing_hybrid",
-    "deepseek_v2",
-    "deepseek_v3",
-    "deepseek_v32",
-    "glm4_moe_lite",
-    "glm5_next_text",  # without rotation
-    "glm_moe_dsa",
-    "hy_v4",
-    "hy_v4_vl_text",
-    "longcat_flash",
-    "minicpm3",
-    "mistral4",
-    "youtu",
-)
 
 
 class LayerEntry(NamedTuple):
@@ -1083,6 +1072,9 @@ def attention_layers(config):
                 "original_max_position_embeddings"
             )
             temperature = (original, parameters["llama_4_scaling_beta"], 0)
+        layer_scale = scale
+        if _hf_latent.is_latent(model_type):  # dots.llm3's heads have their size per layer
+            layer_scale = _hf_latent.softmax_scale(_hf_latent.layer_config(config, index), parameters)
         entries.append(
             LayerEntry(
                 bool(rotates),
@@ -1091,7 +1083,7 @@ def attention_layers(config):
                 chunk,
                 temperature,
                 causal,
-                scale,
+                layer_scale,
                 None,
             )
         )
@@ -1288,7 +1280,7 @@ def _rotating_layers(config, types, parameters):
 def is_latent_attention(config):
     """Whether the model of `config` (a dict from `read`) has DeepSeek's latent attention."""
     model_type = config.get("model_type")
-    return _hf_module_defaults.ALIASES.get(model_type, model_type) in _MLA
+    return _hf_latent.is_latent(_hf_module_defaults.ALIASES.get(model_type, model_type))
 
 
 def _softmax_scale(config, parameters):
@@ -1304,14 +1296,8 @@ def _softmax_scale(config, parameters):
         return 1.0  # ESM scales its queries by head_dim ** -0.5 before it rotates them
     if model_type in ("dia_encoder", "dia_decoder"):
         return 1.0  # Dia's attention modules set `scaling = 1.0`
-    if model_type in _MLA:  # DeepSeek: `yarn_apply_mscale` of the whole query head
-        scale = (config["qk_nope_head_dim"] + config["qk_rope_head_dim"]) ** -0.5
-        factor, weight = parameters.get("factor"), parameters.get("mscale_all_dim")
-        if parameters.get("rope_type", parameters.get("type", "default")) != "default" and weight:
-            if factor is not None and factor > 1:
-                mscale = 0.1 * weight * math.log(factor) + 1.0
-                scale *= mscale * mscale
-        return scale
+    if _hf_latent.is_latent(model_type):  # DeepSeek's `yarn_apply_mscale` of the whole query head
+        return _hf_latent.softmax_scale(config, parameters)
     if config.get("attention_multiplier") is not None:  # Granite's and HyperCLOVA X's
         return float(config["attention_multiplier"])
     if model_type == "zamba2":  # its attention heads are twice the width that sets the scale

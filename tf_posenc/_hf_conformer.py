@@ -74,10 +74,10 @@ class ConformerAttention(NamedTuple):
 def read(config):
     """The self-attention of a Conformer encoder config, or a `ValueError` naming what is not
     read."""
-    given = _hf_config._as_dict(config)
+    given = _hf_config.as_dict(config)
     model_type = given.get("model_type")
     if model_type in _PARENTS:
-        encoder = _hf_config._as_dict(given.get("encoder_config") or {})
+        encoder = _hf_config.as_dict(given.get("encoder_config") or {})
         given, model_type = encoder, encoder.get("model_type")
     if model_type in _REFUSED:
         raise ValueError(f"model_type={model_type!r} is not read: {_REFUSED[model_type]}.")

@@ -79,7 +79,7 @@ def _pos_att_type(value):
 def read(config):
     """The attention of a DeBERTa-v2/v3 or SEW-D config, or a `ValueError` naming what is not
     read."""
-    given = _hf_config._as_dict(config)
+    given = _hf_config.as_dict(config)
     model_type = given.get("model_type")
     if model_type in _REFUSED:
         raise ValueError(f"model_type={model_type!r} is not read: {_REFUSED[model_type]}.")

@@ -46,10 +46,10 @@ def _pair(name, value):
 
 def read(config, layer_index):
     """Layer `layer_index`'s attention of a SAM-style or ViTDet config, or a `ValueError`."""
-    given = _hf_config._as_dict(config)
+    given = _hf_config.as_dict(config)
     model_type = given.get("model_type")
     if model_type in _PARENTS:
-        given = {"model_type": _PARENTS[model_type], **_hf_config._as_dict(given.get("vision_config") or {})}
+        given = {"model_type": _PARENTS[model_type], **_hf_config.as_dict(given.get("vision_config") or {})}
         model_type = given["model_type"]
     read = {**DEFAULTS[model_type], **{k: v for k, v in given.items() if v is not None}}
     hidden = _validation.positive_int("hidden_size", read["hidden_size"])

@@ -53,7 +53,7 @@ TYPES = tuple(_hf_plain_defaults.TYPES)
 def read(config, layer_index):
     """The `PlainAttention` of encoder layer `layer_index` of `config`, or a `ValueError`
     naming what its module does that a plain attention does not."""
-    given = _hf_config._as_dict(config)
+    given = _hf_config.as_dict(config)
     model_type = given.get("model_type")
     facts = _hf_plain_defaults.TYPES[model_type]
     unread = [key for key in facts["reads"] if key not in _READS]

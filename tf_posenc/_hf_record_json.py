@@ -1,7 +1,7 @@
 """Internal: a transformers module record (what `load_hf_attention_weights` loads) as JSON, so
 that an attention layer's `get_config` keeps it and a reloaded layer takes the same weights."""
 
-from tf_posenc import _hf_attention, _hf_conformer, _hf_deberta, _hf_decomposed, _hf_plain
+from tf_posenc import _hf_attention, _hf_conformer, _hf_deberta, _hf_decomposed, _hf_latent, _hf_plain
 
 # Every record type a layer may carry, by the name its JSON gives.
 _RECORDS = {
@@ -13,6 +13,8 @@ _RECORDS = {
         _hf_conformer.ConformerAttention,
         _hf_decomposed.DecomposedAttention,
         _hf_plain.PlainAttention,
+        _hf_latent.LatentAttention,
+        _hf_latent.Indexer,
     )
 }
 

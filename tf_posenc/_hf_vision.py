@@ -57,7 +57,7 @@ def _vision_part(config):
     model_type = config.get("model_type")
     vision = config.get("vision_config")
     if vision is not None:
-        vision = _hf_config._as_dict(vision)
+        vision = _hf_config.as_dict(vision)
         return vision, vision.get("model_type") or _hf_vision_defaults.PARENTS.get(model_type)
     if model_type in _hf_vision_defaults.PARENTS:  # a full config's type, its vision config omitted
         return {}, _hf_vision_defaults.PARENTS[model_type]
@@ -88,7 +88,7 @@ def axial_arguments(config):
     """`AxialRotaryEmbedding` arguments for the vision tower of `config` (a dict, a path, a
     checkpoint folder or a transformers config; the vision config itself or a config holding
     one as `vision_config`)."""
-    vision, model_type = _vision_part(_hf_config._as_dict(config))
+    vision, model_type = _vision_part(_hf_config.as_dict(config))
     if model_type in MECHANISMS:
         raise ValueError(
             f"The vision tower of model_type={model_type!r} needs a mechanism tf_posenc does not have: "

@@ -4,7 +4,7 @@ import re
 
 import numpy as np
 
-from tf_posenc import _hf_conformer, _hf_deberta, _hf_decomposed, _hf_plain, _validation
+from tf_posenc import _hf_conformer, _hf_deberta, _hf_decomposed, _hf_latent, _hf_plain, _validation
 
 
 def _split_fused(module, fused):
@@ -99,6 +99,8 @@ def load_hf_attention_weights(layer, weights, prefix):
         return _load_decomposed(layer, module, weights, prefix)
     if isinstance(module, _hf_plain.PlainAttention):
         return _load_plain(layer, module, weights, prefix)
+    if isinstance(module, _hf_latent.LatentAttention):
+        return _load_latent(layer, module, weights, prefix)
     source = _Weights(weights, prefix, f"the attention module of model_type={module.model_type!r}")
     take = source.take
     hidden, heads, kv_heads, head_dim = module.hidden_size, module.heads, module.kv_heads, module.head_dim
@@ -319,6 +321,55 @@ def _load_plain(layer, module, weights, prefix):
     if output is not source and output.unused():
         _finish(layer, module, output, why, {})  # raises, naming them
     _finish(layer, module, source, why, values)
+
+
+def _load_latent(layer, module, weights, prefix):
+    """Latent attention under transformers' names: `q_a_proj`, `q_a_layernorm` and `q_b_proj`
+    (or `q_proj`, or A.X K2's `q_gate_proj`), `kv_a_proj_with_mqa`, `kv_a_layernorm`,
+    `kv_b_proj`, `o_proj`, and where the module has them its gate, `sinks`, the rotary key's norm
+    and the indexer's `wq_b`, `wk`, `k_norm` and `weights_proj`."""
+    source = _Weights(weights, prefix, f"the attention module of model_type={module.model_type!r}")
+    hidden, heads = module.hidden_size, module.heads
+    qk_head = module.qk_nope_head_dim + module.qk_rope_head_dim
+    values = {}
+
+    def dense(name, rows, columns, bias=False):
+        values[f"{name.replace('.', '_')}/kernel"] = source.shaped(f"{name}.weight", (rows, columns)).T
+        if bias:
+            values[f"{name.replace('.', '_')}/bias"] = source.shaped(f"{name}.bias", (rows,))
+
+    def norm(name, width):
+        values[name] = source.shaped(f"{name}.weight", (width,))
+
+    if module.q_lora_rank is None:
+        dense("q_proj", heads * qk_head, hidden, module.bias)
+    else:
+        dense("q_a_proj", module.q_lora_rank, hidden, module.bias)
+        norm("q_a_layernorm", module.q_lora_rank)
+        if module.gate == "query":
+            dense("q_gate_proj", heads * (qk_head + module.v_head_dim), 2 * module.q_lora_rank)
+        else:
+            dense("q_b_proj", heads * qk_head, module.q_lora_rank)
+    dense("kv_a_proj_with_mqa", module.kv_lora_rank + module.qk_rope_head_dim, hidden, module.bias)
+    norm("kv_a_layernorm", module.kv_lora_rank)
+    if module.key_rope_norm:
+        norm("k_rope_only_layernorm", module.qk_rope_head_dim)
+    dense("kv_b_proj", heads * (module.qk_nope_head_dim + module.v_head_dim), module.kv_lora_rank)
+    dense("o_proj", hidden, heads * module.v_head_dim, module.bias)
+    if module.gate == "head":
+        dense("g_proj", heads, hidden)
+    elif module.gate == "feature":
+        dense("gate_proj", heads * module.v_head_dim, hidden)
+    if module.sinks:
+        values["sinks"] = source.shaped("sinks", (heads,))
+    indexer = module.indexer
+    if indexer is not None:
+        dense("indexer.wq_b", indexer.n_heads * indexer.head_dim, module.q_lora_rank)
+        dense("indexer.wk", indexer.head_dim, hidden)
+        values["indexer_k_norm/gamma"] = source.shaped("indexer.k_norm.weight", (indexer.head_dim,))
+        values["indexer_k_norm/beta"] = source.shaped("indexer.k_norm.bias", (indexer.head_dim,))
+        dense("indexer.weights_proj", indexer.n_heads, hidden)
+    _finish(layer, module, source, "its module has a mechanism the layer lacks", values)
 
 
 def _check_shared_table(layer, weights, prefix):

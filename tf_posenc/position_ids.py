@@ -142,17 +142,17 @@ def hf_position_ids(config, input_ids=None, attention_mask=None, past_length=0):
         >>> hf_position_ids({"model_type": "bart"}, [[0, 100, 2]], past_length=4).numpy().tolist()
         [[6, 7, 8]]
     """
-    whole = _hf_config._as_dict(config)
+    whole = _hf_config.as_dict(config)
     model_type = whole.get("model_type")
     if model_type in _TEXT_TOWERS:  # CLIP's and the other dual encoders' text tower
         whole = {
-            **_hf_config._as_dict(whole.get("text_config") or {}),
+            **_hf_config.as_dict(whole.get("text_config") or {}),
             "model_type": _TEXT_TOWERS[model_type],
         }
         model_type = whole["model_type"]
     if model_type in _LANGUAGE_MODELS:  # BLIP-2's OPT, Florence-2's BART
         key, default = _LANGUAGE_MODELS[model_type]
-        whole = {"model_type": default, **_hf_config._as_dict(whole.get(key) or {})}
+        whole = {"model_type": default, **_hf_config.as_dict(whole.get(key) or {})}
         model_type = whole["model_type"]
     if model_type in _NO_TABLE:
         key, value, instead = _NO_TABLE[model_type]

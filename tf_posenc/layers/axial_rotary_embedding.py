@@ -134,7 +134,7 @@ class AxialRotaryEmbeddingMixin:
             >>> tuple(rope(keras.ops.ones((1, 24, 16, 80)), positions=ids).shape)
             (1, 24, 16, 80)
         """
-        whole = _hf_config._as_dict(config)
+        whole = _hf_config.as_dict(config)
         if whole.get("model_type") not in (None, "dinov3_vit") or "vision_config" in whole:
             return cls(**{**_hf_vision.axial_arguments(whole), **kwargs})
         config = _hf_config.read_vision(whole, "dinov3_vit")

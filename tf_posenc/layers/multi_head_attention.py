@@ -132,6 +132,58 @@ def _for_rope(positions):
     return positions[0] if positions.shape[0] == 1 else positions
 
 
+def checked_call_positions(name, positions, *, like, start):
+    """`positions` `(len,)` or `(batch, len)`, or `start + arange(len)`, as int32 `(batch or 1,
+    len)`; `len` is that of the projected features `like`."""
+    length = like.shape[1]
+    if positions is None:
+        return ops.expand_dims(ops.arange(ops.shape(like)[1], dtype="int32") + start, 0)
+    checked = _positions.batched_positions(name, positions)
+    if None not in (length, checked.shape[1]) and checked.shape[1] != length:
+        raise ValueError(
+            f"`{name}` must have one entry per {'query' if name == 'query_positions' else 'key'} "
+            f"({length}). Received: {name} with shape {tuple(ops.shape(positions))}"
+        )
+    return checked
+
+
+def call_mask(*, window, chunk_size, query_positions, key_positions, query_mask, value_mask, key_mask,
+              attention_mask, use_causal_mask, segment_ids, batch):  # fmt: skip
+    """The boolean `(batch or 1, q_len, k_len)` mask of a call, or `None`: Keras's masks, and
+    the causal, window and chunk rules on the positions (`attention.position_rules`, those of
+    `tf_posenc.attention_mask`; the positions are checked already)."""
+    masks = []
+    if use_causal_mask or window is not None or chunk_size is not None:
+        # Keras's band |q - k| < W is `attention_mask`'s causal window W with the causal mask,
+        # and its bidirectional window W - 1 without it.
+        if window is not None and not use_causal_mask:
+            window -= 1
+        masks.append(
+            attention.position_rules(query_positions, key_positions, use_causal_mask, window, chunk_size)
+        )
+    if segment_ids is not None:
+        segments = ops.convert_to_tensor(segment_ids)
+        masks.append(
+            attention.attention_mask(
+                query_positions, key_positions, causal=False, query_segment_ids=segments,
+                key_segment_ids=segments,
+            )
+        )  # fmt: skip
+    if query_mask is not None:
+        masks.append(ops.expand_dims(ops.cast(query_mask, "bool"), -1))
+    for mask in (value_mask, key_mask):
+        if mask is not None:
+            masks.append(ops.expand_dims(ops.cast(mask, "bool"), -2))
+    if attention_mask is not None:
+        masks.append(_checked_attention_mask(attention_mask, batch, query_positions, key_positions))
+    if not masks:
+        return None
+    combined = masks[0]
+    for mask in masks[1:]:
+        combined = ops.logical_and(combined, mask)
+    return combined
+
+
 class PositionedAttentionMixin:
     """What `MultiHeadAttention` and `GroupQueryAttention` add to Keras's layers: the checks of
     the new arguments, the positions of a call, and attention computed from them. A subclass
@@ -494,18 +546,7 @@ class PositionedAttentionMixin:
         return (output, scores) if return_attention_scores else output
 
     def _checked_positions(self, name, positions, *, like, start):
-        """`positions` `(len,)` or `(batch, len)`, or `start + arange(len)`, as int32 `(batch or 1,
-        len)`; `len` is that of the projected features `like`."""
-        length = like.shape[1]
-        if positions is None:
-            return ops.expand_dims(ops.arange(ops.shape(like)[1], dtype="int32") + start, 0)
-        checked = _positions.batched_positions(name, positions)
-        if None not in (length, checked.shape[1]) and checked.shape[1] != length:
-            raise ValueError(
-                f"`{name}` must have one entry per {'query' if name == 'query_positions' else 'key'} "
-                f"({length}). Received: {name} with shape {tuple(ops.shape(positions))}"
-            )
-        return checked
+        return checked_call_positions(name, positions, like=like, start=start)
 
     def _with_cache(self, cache, *, cache_update_index, keys, values, prepare):
         """keras-hub's `CachedMultiHeadAttention` convention: `cache` `(batch, 2, slots, kv_heads,
@@ -540,44 +581,8 @@ class PositionedAttentionMixin:
         value_cache = ops.slice_update(value_cache, start, ops.cast(values, value_cache.dtype))
         return key_cache, value_cache, ops.stack([key_cache, value_cache], axis=1)
 
-    def _mask(self, *, query_positions, key_positions, query_mask, value_mask, key_mask, attention_mask,
-              use_causal_mask, segment_ids, batch):  # fmt: skip
-        """The boolean `(batch or 1, q_len, k_len)` mask of a call, or `None`: Keras's masks, and
-        the causal, window and chunk rules on the positions (`attention.position_rules`, those of
-        `tf_posenc.attention_mask`; the positions are checked already)."""
-        masks = []
-        window = self._window()
-        if use_causal_mask or window is not None or self.chunk_size is not None:
-            # Keras's band |q - k| < W is `attention_mask`'s causal window W with the causal mask,
-            # and its bidirectional window W - 1 without it.
-            if window is not None and not use_causal_mask:
-                window -= 1
-            masks.append(
-                attention.position_rules(
-                    query_positions, key_positions, use_causal_mask, window, self.chunk_size
-                )
-            )
-        if segment_ids is not None:
-            segments = ops.convert_to_tensor(segment_ids)
-            masks.append(
-                attention.attention_mask(
-                    query_positions, key_positions, causal=False, query_segment_ids=segments,
-                    key_segment_ids=segments,
-                )
-            )  # fmt: skip
-        if query_mask is not None:
-            masks.append(ops.expand_dims(ops.cast(query_mask, "bool"), -1))
-        for mask in (value_mask, key_mask):
-            if mask is not None:
-                masks.append(ops.expand_dims(ops.cast(mask, "bool"), -2))
-        if attention_mask is not None:
-            masks.append(_checked_attention_mask(attention_mask, batch, query_positions, key_positions))
-        if not masks:
-            return None
-        combined = masks[0]
-        for mask in masks[1:]:
-            combined = ops.logical_and(combined, mask)
-        return combined
+    def _mask(self, **arguments):
+        return call_mask(window=self._window(), chunk_size=self.chunk_size, **arguments)
 
     def _bias(self, *, query_positions, key_positions, start, defaulted):
         """The score bias of the positions. In a graph, the layers of a decoding step that share a
@@ -930,7 +935,7 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
         """
         if kwargs.get("position_bias", 0) is None:  # "the one the config gives"
             kwargs = {name: value for name, value in kwargs.items() if name != "position_bias"}
-        model_type = _hf_config._as_dict(config).get("model_type")
+        model_type = _hf_config.as_dict(config).get("model_type")
         read = next((read for types, read in _ENCODER_ATTENTION if model_type in types), None)
         if read is None and model_type in _hf_plain_defaults.REFUSED:
             raise ValueError(
@@ -987,7 +992,7 @@ def _deberta_attention(config, layer_index):
     make it: the encoder's is shared and must be given; whether a given one fits, what it must
     be), or None without relative attention."""
     module = _hf_deberta.read(config)
-    _hf_config.encoder_layer_index(layer_index, _hf_config._as_dict(config).get("num_hidden_layers"))
+    _hf_config.encoder_layer_index(layer_index, _hf_config.as_dict(config).get("num_hidden_layers"))
     arguments = {"use_bias": True, "is_causal": False}
     if not module.bias_arguments:
         # No position terms: the scale still counts `pos_att_type`, as transformers' does.
@@ -1009,9 +1014,9 @@ def _deberta_attention(config, layer_index):
 def _conformer_attention(config, layer_index):
     """A Conformer encoder's module, the layer's arguments, and its own position bias."""
     module = _hf_conformer.read(config)
-    whole = _hf_config._as_dict(config)
+    whole = _hf_config.as_dict(config)
     if whole.get("model_type") != module.model_type:  # a parent's `encoder_config`
-        whole = _hf_config._as_dict(whole.get("encoder_config") or {})
+        whole = _hf_config.as_dict(whole.get("encoder_config") or {})
     _hf_config.encoder_layer_index(layer_index, whole.get("num_hidden_layers"))
     arguments = {"use_bias": module.biases, "is_causal": False}
     if not module.relative:
@@ -1247,8 +1252,7 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
         if _hf_config.is_latent_attention(read):
             raise ValueError(
                 f"The layers of model_type={read.get('model_type')!r} are latent attention (DeepSeek's MLA), "
-                "not `GroupQueryAttention`: rotate the last `qk_rope_head_dim` features of each head with "
-                "`hf_attention_layers(config)[i].rope` in your own layer."
+                "not `GroupQueryAttention`: build them with `MultiHeadLatentAttention.from_hf_config`."
             )
         if entry.kv_shared_layer_index is not None:
             raise ValueError(
