@@ -14,6 +14,7 @@ from tf_posenc import (
     GroupQueryAttention,
     HeadNormalization,
     MultiHeadAttention,
+    MultiHeadLatentAttention,
     RelativePositionBias,
     RotaryEmbedding,
     attention_mask,
@@ -127,7 +128,8 @@ def test_cached_steps_give_the_full_pass(make):
     layer = make()
     full = layer(X, X, use_causal_mask=True).numpy()
     heads = getattr(layer, "num_key_value_heads", 2)
-    cache = np.zeros((2, 2, 9, heads, 8), "float32")  # more slots than steps: the rest are masked
+    latent = getattr(layer, "cache_width", None)
+    cache = np.zeros((2, 2, 9, heads, 8) if latent is None else (2, 9, latent), "float32")  # more slots than steps: the rest are masked
     output, cache = layer(X[:, :3], X[:, :3], cache=cache, cache_update_index=0, use_causal_mask=True)
     steps = [output.numpy()]
     step = tf.function(lambda x, cache, index: layer(x, x, cache=cache, cache_update_index=index,
@@ -467,6 +469,11 @@ BACKEND_CASES = {
         logit_soft_cap=20.0,
         sliding_window=3,
     ),
+    # Latent attention with every mechanism its families add: the indexer, a gate, sinks.
+    "mla-indexer-gate-sinks": lambda: MultiHeadLatentAttention(
+        2, 8, 4, 4, 4, q_lora_rank=6, rope=RotaryEmbedding(layout="interleave"), index_n_heads=2,
+        index_head_dim=8, index_topk=3, gate="feature", use_sinks=True,
+    ),  # fmt: skip
 }
 
 
@@ -481,7 +488,8 @@ def backend_outputs(layer, compiled=lambda function: function, as_tensor=lambda 
     positions = 70000 + np.arange(7)
     outputs = {"full": layer(X, X, use_causal_mask=True, query_positions=positions, key_positions=positions)}
     heads = getattr(layer, "num_key_value_heads", 2)
-    cache = np.zeros((2, 2, 9, heads, 8), "float32")
+    latent = getattr(layer, "cache_width", None)
+    cache = np.zeros((2, 2, 9, heads, 8) if latent is None else (2, 9, latent), "float32")
     output, cache = layer(X[:, :5], X[:, :5], cache=cache, cache_update_index=0, use_causal_mask=True)
     step = compiled(lambda x, cache, index: layer(x, x, cache=cache, cache_update_index=index,
                                                   use_causal_mask=True))  # fmt: skip

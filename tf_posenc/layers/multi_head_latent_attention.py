@@ -48,8 +48,8 @@ _UNROTATED = attention.AttentionLayer(
     self_attention=True, kv_shared_layer_index=None,
 )  # fmt: skip
 
-# Output gates: one per head (`g_proj`: Ling 2.5's, dots.llm3's), one per value feature
-# (`gate_proj`: Hunyuan V4's), or per value feature from the query latent (`q_gate_proj`: A.X K2's).
+# Output gates: one per head (`g_proj`: Ling 3.0's, dots.llm3's), one per value feature
+# (`gate_proj`: Hy4's), or per value feature from the query latent (`q_gate_proj`: A.X K2's).
 _GATES = ("head", "feature", "query")
 
 
