@@ -129,7 +129,9 @@ def test_cached_steps_give_the_full_pass(make):
     full = layer(X, X, use_causal_mask=True).numpy()
     heads = getattr(layer, "num_key_value_heads", 2)
     latent = getattr(layer, "cache_width", None)
-    cache = np.zeros((2, 2, 9, heads, 8) if latent is None else (2, 9, latent), "float32")  # more slots than steps: the rest are masked
+    cache = np.zeros(
+        (2, 2, 9, heads, 8) if latent is None else (2, 9, latent), "float32"
+    )  # more slots than steps: the rest are masked
     output, cache = layer(X[:, :3], X[:, :3], cache=cache, cache_update_index=0, use_causal_mask=True)
     steps = [output.numpy()]
     step = tf.function(lambda x, cache, index: layer(x, x, cache=cache, cache_update_index=index,
@@ -471,8 +473,18 @@ BACKEND_CASES = {
     ),
     # Latent attention with every mechanism its families add: the indexer, a gate, sinks.
     "mla-indexer-gate-sinks": lambda: MultiHeadLatentAttention(
-        2, 8, 4, 4, 4, q_lora_rank=6, rope=RotaryEmbedding(layout="interleave"), index_n_heads=2,
-        index_head_dim=8, index_topk=3, gate="feature", use_sinks=True,
+        2,
+        8,
+        4,
+        4,
+        4,
+        q_lora_rank=6,
+        rope=RotaryEmbedding(layout="interleave"),
+        index_n_heads=2,
+        index_head_dim=8,
+        index_topk=3,
+        gate="feature",
+        use_sinks=True,
     ),  # fmt: skip
 }
 
