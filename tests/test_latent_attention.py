@@ -273,3 +273,14 @@ def test_mixed_precision_keeps_positions_exact():
     assert keras.backend.standardize_dtype(output.dtype) == "bfloat16"
     output = keras.ops.convert_to_numpy(keras.ops.cast(output, "float32"))
     assert np.abs(output - expected).max() < 0.05 * np.abs(expected).max()
+
+
+def test_one_token_without_a_cache_sees_itself():
+    layer, weights, _ = build("deepseek_v3", "DeepseekV3Attention:None")
+    tf_posenc.load_hf_attention_weights(layer, weights, PREFIX)
+    hidden = np.random.default_rng(7).standard_normal((1, 3, 32))
+    first = keras.ops.convert_to_numpy(
+        layer(hidden[:, :1], hidden[:, :1])
+    )  # no warning of a softmax over one
+    full = keras.ops.convert_to_numpy(layer(hidden, hidden, use_causal_mask=True))
+    assert np.abs(first - full[:, :1]).max() < 1e-12

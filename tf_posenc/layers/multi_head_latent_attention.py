@@ -6,7 +6,7 @@ import math
 import keras
 from keras import ops
 
-from tf_posenc import _hf_config, _hf_latent, _hf_record_json, _positions, _validation, attention
+from tf_posenc import _hf_config, _hf_latent, _hf_record_json, _positions, _rope_types, _validation, attention
 from tf_posenc.layers.hf_plan import hf_attention_layers
 from tf_posenc.layers.multi_head_attention import (
     _for_rope,
@@ -207,8 +207,9 @@ class MultiHeadLatentAttention(keras.layers.Layer):
                 f"Received: rope.partial_rotary_factor={self.rope.partial_rotary_factor}"
             )
         if self.rope is not None:
+            arguments = {name: getattr(self.rope, name) for name in _rope_types.ARGUMENTS}
             try:  # M-RoPE's sections, for one: they must fit the rotating part
-                self.rope.rows(ops.zeros((1, 1, 1, self.qk_rope_head_dim)))
+                _rope_types.checked_head(arguments, self.qk_rope_head_dim, "for `qk_rope_head_dim`")
             except ValueError as error:
                 raise ValueError(
                     f"`rope` must rotate the `qk_rope_head_dim` ({self.qk_rope_head_dim}) features of a "
@@ -245,7 +246,7 @@ class MultiHeadLatentAttention(keras.layers.Layer):
                     f"its heads: `index_head_dim` must be at least that. "
                     f"{_validation.received('index_head_dim', index_head_dim)}"
                 )
-        if self.rope is not None:
+        if self.rope is not None and self.index_n_heads is not None:
             # The indexer's rotation: the same frequencies, in the indexer's layout.
             self._index_rope = RotaryEmbedding.from_config(
                 {**self.rope.get_config(), "layout": self.index_layout, "name": None}
@@ -641,6 +642,8 @@ class MultiHeadLatentAttention(keras.layers.Layer):
             sinks = ops.cast(ops.reshape(self.sinks, (1, -1, 1, 1)), scores.dtype)
             sinks = ops.broadcast_to(sinks, (*ops.shape(scores)[:-1], 1))
             weights = ops.softmax(ops.concatenate([scores, sinks], axis=-1), axis=-1)[..., :-1]
+        elif scores.shape[-1] == 1:  # one key: all the weight (Keras warns of a softmax over one)
+            weights = ops.ones_like(scores)
         else:
             weights = ops.softmax(scores, axis=-1)
         weights = ops.cast(weights, dtype)
