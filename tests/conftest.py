@@ -46,6 +46,16 @@ QUICK_CASES = {
         "half-float32-start0", "half-mixed_float16-start1048512", "interleave-mixed_bfloat16-start65536",
     },
     "test_decoding_one_token_at_a_time_has_the_full_pass_bits": {"dynamic_ntk", "yarn", "longrope"},
+    # One case of each mechanism: a config's family, a file's round trip, a dtype policy, a port.
+    "test_each_family_round_trips_through_its_config_and_a_keras_file": {"llama-3.1-8b", "deepseek-v3"},
+    "test_configs_round_trip_and_reload": {"timesteps", "patches"},
+    "test_video_layer_is_diffusers_3d_table": {"mixed_bfloat16"},
+    "test_the_pages_greedy_generation_is_transformers": {"llama"},
+    "test_port_gives_transformers_logits": {"llama", "phi3-longrope"},
+    "test_patch_layer_adds_the_rounded_table": {"flat-float32", "variable-with-base-size-mixed_bfloat16"},
+    "test_float_positions_under_mixed_precision_are_the_integer_ones": {
+        "mha-mixed_float16", "gqa-mixed_bfloat16",
+    },
 }  # fmt: skip
 
 

@@ -57,7 +57,7 @@ def rotated_by_us(model_type, kind, entry):
 
 
 # Without `slow`, a case of each mechanism: per layer type, interleaved, partial, two axes.
-QUICK = {"modernbert", "pe_audio_encoder", "moonshine", "neomme", "openai_privacy_filter", "mimi"}
+QUICK = {"modernbert", "moonshine", "neomme", "openai_privacy_filter"}
 
 
 @pytest.mark.parametrize("model_type, kind", slow_unless(QUICK, CASES))

@@ -25,9 +25,12 @@ REFUSED = {
     "glm5_next_text": "pooled key",
     "mistral_large4_text": "alpha",
 }
+# The quick suite's cases: the plain module, the indexer, the window with a gate and scaled latents,
+# sinks with a value gate, and a model whose latent attention rotates nothing.
+QUICK = {"deepseek_v3", "deepseek_v32", "dots3_note_text", "hy_v4", "kimi_linear"}
 CASES = [
     pytest.param(
-        name, label, id=f"{name}-{label.split(':')[1]}", marks=() if "+" not in name else pytest.mark.slow
+        name, label, id=f"{name}-{label.split(':')[1]}", marks=() if name in QUICK else pytest.mark.slow
     )
     for name, entry in sorted(TYPES.items())
     if entry.get("model_type", name) not in REFUSED
@@ -135,10 +138,10 @@ def full_and_cached(layer, hidden, prompt, dtype):
 @pytest.mark.parametrize(
     ("name", "label"),
     [
-        ("deepseek_v3+yarn", "DeepseekV3Attention:None"),
+        pytest.param("deepseek_v3+yarn", "DeepseekV3Attention:None", marks=pytest.mark.slow),
         ("deepseek_v32", "DeepseekV32Attention:indexed_attention"),
-        ("dots3_note_text", "Dots3NoteTextAttention:sliding_attention"),
-        ("hy_v4", "HYV4Attention:indexed_attention"),
+        pytest.param("dots3_note_text", "Dots3NoteTextAttention:sliding_attention", marks=pytest.mark.slow),
+        pytest.param("hy_v4", "HYV4Attention:indexed_attention", marks=pytest.mark.slow),
     ],
     ids=["yarn", "indexer", "window-gate-scaled", "sinks-gate-indexer"],
 )
@@ -222,6 +225,7 @@ def test_a_cache_of_the_wrong_width_or_slots_is_named():
         layer(hidden, hidden, cache=np.zeros((1, 4, 28)), cache_update_index=3)
 
 
+@pytest.mark.slow
 def test_a_saved_layer_reloads_and_takes_transformers_weights(tmp_path):
     layer, weights, case = build("hy_v4", "HYV4Attention:indexed_attention")
     hidden = module_input(32)
@@ -240,6 +244,7 @@ def test_a_saved_layer_reloads_and_takes_transformers_weights(tmp_path):
     assert np.array_equal(output, expected)
 
 
+@pytest.mark.slow
 def test_a_cached_step_compiles_with_xla_and_matches_eager():
     layer, weights, _ = build("deepseek_v32", "DeepseekV32Attention:indexed_attention", dtype="float32")
     tf_posenc.load_hf_attention_weights(layer, weights, PREFIX)
