@@ -4,9 +4,6 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-# Run by hand in an environment with transformers and torch (its docstring), not collected.
-collect_ignore = ["print_transformers.py"]
-
 # The files that take longest, first: `--dist loadfile` hands files to the two workers in the
 # order they are collected, and a long file collected last leaves one worker idle.
 LONGEST_FIRST = (

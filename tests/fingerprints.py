@@ -1,4 +1,4 @@
-"""What `print_transformers.py` measures with and `test_transformers_models.py` checks against:
+"""What `tools/print_transformers.py` measures with and `test_transformers_models.py` checks against:
 NumPy only, so that both environments import it."""
 
 import numpy as np

@@ -735,7 +735,7 @@ def test_tf_keras_biases_are_the_keras_3_ones():
 # ---------------------------------------------------------------------------------------------
 # Inkling 2: a bias conditioned on each query's hidden state
 
-# Printed by `tests/print_transformers.py inkling` (transformers 5.25.0, torch 2.13.0):
+# Printed by `tools/print_transformers.py inkling` (transformers 5.25.0, torch 2.13.0):
 # `Inkling2RelativePositionBias` in float32 on `fingerprints`' inputs and weights, and
 # `Inkling2LogScale` of some positions.
 PRINTED_INKLING = json.loads((pathlib.Path(__file__).parent / "transformers_5_25.json").read_text())[

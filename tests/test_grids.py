@@ -637,7 +637,7 @@ def test_mrope_positions_follow_qwen3_vl_frame_by_frame(model_type):
         mrope_positions(QWEN3_VL_TYPES, **arguments, model_type="ernie4_5_vl_moe")
 
 
-# Printed by `tests/print_transformers.py omni` (transformers 5.25): the `get_rope_index` of
+# Printed by `tools/print_transformers.py omni` (transformers 5.25): the `get_rope_index` of
 # Qwen2.5-Omni's and Qwen3-Omni's thinkers on a batch with an image, an audio and videos (one
 # left-padded row), and on one with a video and its audio interleaved as their processors do it;
 # Qwen2.5-Omni's videos a third of a second per grid (t ids 0, 8, 16 after float32 truncation),

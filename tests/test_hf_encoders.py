@@ -1,7 +1,7 @@
 """The model types of transformers 5.25 that rotate queries and keys and are not decoders (text
 encoders and embedders, speech and audio models, the other towers), read from their config
 classes' defaults by `RotaryEmbedding.from_hf_config`: their rows and a vector rotated by each
-rotary module's own `apply_rotary_pos_emb`, run in float64, as `tests/print_transformers.py
+rotary module's own `apply_rotary_pos_emb`, run in float64, as `tools/print_transformers.py
 encoders` printed them (transformers 5.25.0, torch 2.13.0: `transformers_encoders_5_25.json`);
 or refused by the mechanism they need."""
 

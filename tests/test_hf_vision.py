@@ -1,7 +1,7 @@
 """The vision towers of transformers 5.25 whose rope type is "axial", read from their config
 classes' defaults by `AxialRotaryEmbedding.from_hf_config`: at the (h, w) ids of
 `vision_position_ids` for an image and a video of 2 frames, their rows and a vector rotated by
-each tower's own apply function, run in float64, as `tests/print_transformers.py vision` printed
+each tower's own apply function, run in float64, as `tools/print_transformers.py vision` printed
 them (transformers 5.25.0, torch 2.13.0: `transformers_vision_5_25.json`); or refused by the
 mechanism they need."""
 

@@ -1,7 +1,7 @@
 """Every decoder of transformers 5.25 whose language model rotates queries and keys, read from its
 config class's defaults: its rotation is the one transformers' own attention modules apply, its
 plan has their self-attention layers, softmax scales and windows, or it is refused by the
-mechanism it needs. The printed values come from `tests/print_transformers.py` (`transformers_5_25.json`)."""
+mechanism it needs. The printed values come from `tools/print_transformers.py` (`transformers_5_25.json`)."""
 
 import json
 import pathlib

@@ -2,7 +2,7 @@
 model type: what `AutoConfig.for_model(model_type)` fills in where a `config.json` omits a key
 (printed from the config classes' fields and `default_theta`, and from the rope parameters their
 `__post_init__` sets). The first 35 model types were printed from transformers 5.24.0, the others
-from 5.25.0 by `tests/print_transformers.py` (its `defaults`).
+from 5.25.0 by `tools/print_transformers.py` (its `defaults`).
 
 `rope_parameters` is the rope a config without rope keys gets (its `rope_theta`, where absent,
 is the config's `rope_theta`, else the one below); Gemma 3's, 3n's and 4's (and the others

@@ -1,6 +1,6 @@
 """Internal: transformers' latent-attention modules (DeepSeek's MLA and the models built on it)
 read from a config, one layer at a time. The facts come from `_hf_latent_defaults`, printed from
-transformers 5.25's code and modules by `tests/print_transformers.py latent`: what each module's
+transformers 5.25's code and modules by `tools/print_transformers.py latent`: what each module's
 code reads of its config, its parameters, how it rotates, its norms' epsilons and its scales. A
 key or a parameter this file does not account for is refused, naming it."""
 

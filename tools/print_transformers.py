@@ -1,32 +1,33 @@
-"""Prints what transformers' own modules do with positions, for `test_transformers_models.py`
-and `tf_posenc/_hf_defaults.py`: run in an environment with transformers 5.25.0 and torch (not
-the test environment), from the repository's root:
+"""Prints what transformers' own modules do with positions: the package's printed facts
+(`tf_posenc/_hf_*defaults.py`) and the records the tests compare with (`tests/transformers_*.json`).
+Run by a maintainer in an environment with transformers 5.25.0 and torch (not the test
+environment), from the repository's root:
 
-    python tests/print_transformers.py rotations   # writes tests/transformers_5_25.json
-    python tests/print_transformers.py rotations TYPE ...  # prints those types again, in place
-    python tests/print_transformers.py defaults    # prints the config classes' defaults
-    python tests/print_transformers.py windows     # adds each layer's sliding window to the json
-    python tests/print_transformers.py inkling     # adds Inkling 2's bias and log scale to the json
-    python tests/print_transformers.py deepseek_v4_output  # adds DeepSeek-V4's inverse rotation
-    python tests/print_transformers.py omni        # adds the Omni models' get_rope_index
-    python tests/print_transformers.py float32_rows  # adds the rotary modules' float32 rows
-    python tests/print_transformers.py layer_types  # adds the layer types config classes derive
-    python tests/print_transformers.py modules     # writes tests/transformers_modules_5_25.json
-    python tests/print_transformers.py modules TYPE ...  # prints those types' modules again, in place
-    python tests/print_transformers.py encoders    # writes tests/transformers_encoders_5_25.json
-    python tests/print_transformers.py encoder_plans  # adds the encoders' masks and scales
-    python tests/print_transformers.py vision      # writes tests/transformers_vision_5_25.json
-    python tests/print_transformers.py speech_plans  # adds the speech models' masks and scales
-    python tests/print_transformers.py deberta     # writes tests/transformers_deberta_5_25.json
-    python tests/print_transformers.py deberta_attention  # writes transformers_deberta_attention_5_25.json
-    python tests/print_transformers.py conformer_attention  # writes ..._conformer_attention_5_25.json
-    python tests/print_transformers.py detr_sine   # writes tests/transformers_detr_sine_5_25.json
-    python tests/print_transformers.py sam_attention  # writes tests/transformers_sam_attention_5_25.json
-    python tests/print_transformers.py position_ids  # writes tests/transformers_position_ids_5_25.json
-    python tests/print_transformers.py module_defaults  # writes tf_posenc/_hf_module_defaults.py
+    python tools/print_transformers.py rotations   # writes tests/transformers_5_25.json
+    python tools/print_transformers.py rotations TYPE ...  # prints those types again, in place
+    python tools/print_transformers.py defaults    # prints the config classes' defaults
+    python tools/print_transformers.py windows     # adds each layer's sliding window to the json
+    python tools/print_transformers.py inkling     # adds Inkling 2's bias and log scale to the json
+    python tools/print_transformers.py deepseek_v4_output  # adds DeepSeek-V4's inverse rotation
+    python tools/print_transformers.py omni        # adds the Omni models' get_rope_index
+    python tools/print_transformers.py float32_rows  # adds the rotary modules' float32 rows
+    python tools/print_transformers.py layer_types  # adds the layer types config classes derive
+    python tools/print_transformers.py modules     # writes tests/transformers_modules_5_25.json
+    python tools/print_transformers.py modules TYPE ...  # prints those types' modules again, in place
+    python tools/print_transformers.py encoders    # writes tests/transformers_encoders_5_25.json
+    python tools/print_transformers.py encoder_plans  # adds the encoders' masks and scales
+    python tools/print_transformers.py vision      # writes tests/transformers_vision_5_25.json
+    python tools/print_transformers.py speech_plans  # adds the speech models' masks and scales
+    python tools/print_transformers.py deberta     # writes tests/transformers_deberta_5_25.json
+    python tools/print_transformers.py deberta_attention  # writes transformers_deberta_attention_5_25.json
+    python tools/print_transformers.py conformer_attention  # writes ..._conformer_attention_5_25.json
+    python tools/print_transformers.py detr_sine   # writes tests/transformers_detr_sine_5_25.json
+    python tools/print_transformers.py sam_attention  # writes tests/transformers_sam_attention_5_25.json
+    python tools/print_transformers.py position_ids  # writes tests/transformers_position_ids_5_25.json
+    python tools/print_transformers.py module_defaults  # writes tf_posenc/_hf_module_defaults.py
                                                         # (then `ruff format` it)
-    python tests/print_transformers.py ports       # prints the whole ports' greedy tokens and outputs
-    python tests/print_transformers.py plain_attention  # writes transformers_plain_attention_5_25.json
+    python tools/print_transformers.py ports       # prints the whole ports' greedy tokens and outputs
+    python tools/print_transformers.py plain_attention  # writes transformers_plain_attention_5_25.json
                                                         # and tf_posenc/_hf_plain_defaults.py
 
 For every causal language model of transformers whose text model builds a rotary module, its
@@ -54,7 +55,13 @@ import warnings
 import numpy as np
 import torch
 import transformers
-from fingerprints import (
+
+# The tests' fixed inputs and tiny ports, and where the printed records go.
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+sys.path.insert(0, str(TESTS))
+
+from fingerprints import (  # noqa: E402
     INKLING,
     LAYER_TYPE_CASES,
     MODULE_POSITIONS,
@@ -67,15 +74,15 @@ from fingerprints import (
     module_input,
     module_weights,
 )
-from transformers import AutoConfig, PreTrainedModel
-from transformers.models.auto import modeling_auto
+from transformers import AutoConfig, PreTrainedModel  # noqa: E402
+from transformers.models.auto import modeling_auto  # noqa: E402
 
 warnings.filterwarnings("ignore")
 transformers.logging.set_verbosity_error()
 
 POSITIONS = [0, 1, 2, 63, 2**17 - 1]  # capped below a model's max_position_embeddings
-PRINTED = pathlib.Path(__file__).parent / "transformers_5_25.json"
-MODULES = pathlib.Path(__file__).parent / "transformers_modules_5_25.json"
+PRINTED = TESTS / "transformers_5_25.json"
+MODULES = TESTS / "transformers_modules_5_25.json"
 MAPPINGS = (
     "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
     "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
@@ -417,7 +424,7 @@ def rotations(only=()):
             flush=True,
         )
     source = (
-        f"transformers {transformers.__version__}, torch {torch.__version__}: tests/print_transformers.py"
+        f"transformers {transformers.__version__}, torch {torch.__version__}: tools/print_transformers.py"
     )
     types = dict(sorted(printed.items()))
     # What the other verbs printed (Inkling's bias) stays.
@@ -990,7 +997,7 @@ def modules(only=()):
                 flush=True,
             )
     versions = f"transformers {transformers.__version__}, torch {torch.__version__}"
-    source = f"{versions}: tests/print_transformers.py modules"
+    source = f"{versions}: tools/print_transformers.py modules"
     MODULES.write_text(
         json.dumps({"source": source, "types": dict(sorted(printed.items()))}, separators=(",", ":")) + "\n"
     )
@@ -1113,7 +1120,7 @@ def module_defaults():
         lines.extend(f"        {json.dumps(key)}: {value!r}," for key, value in values.items())
         lines.append("    },")
     header = (
-        '"""Internal, generated by `python tests/print_transformers.py module_defaults` '
+        '"""Internal, generated by `python tools/print_transformers.py module_defaults` '
         f"(transformers {transformers.__version__}):\n"
         "each text model type's config-class defaults of the keys its attention module reads\n"
         "(`KEYS`): a key of `KEYS` that a type's config class lacks is absent from its row.\n"
@@ -1125,11 +1132,11 @@ def module_defaults():
         f"ALIASES = {aliases()!r}\n\n"
         "DEFAULTS = {\n"
     )
-    target = pathlib.Path(__file__).parent.parent / "tf_posenc" / "_hf_module_defaults.py"
+    target = ROOT / "tf_posenc" / "_hf_module_defaults.py"
     target.write_text(header + "\n".join(lines) + "\n}\n")
 
 
-ENCODERS = pathlib.Path(__file__).parent / "transformers_encoders_5_25.json"
+ENCODERS = TESTS / "transformers_encoders_5_25.json"
 ENCODER_POSITIONS = [1, 63, 2**17 - 1]  # capped below a model's max_position_embeddings
 # Rotary modules that take a row of ids per axis of an image (NeoMME's h and w): printed at
 # ids p and 2p + 1, so that both rows show.
@@ -1327,7 +1334,7 @@ def encoders():
         ):
             text_types[model_type] = text.model_type
     source = f"transformers {transformers.__version__}, torch {torch.__version__}: "
-    source += "tests/print_transformers.py encoders"
+    source += "tools/print_transformers.py encoders"
     ENCODERS.write_text(
         json.dumps({"source": source, "types": printed, "text_types": text_types}, separators=(",", ":"))
         + "\n"
@@ -1346,7 +1353,7 @@ def encoder_defaults(printed, text_types):
         if entry.get("config_key"):
             nested[model_type] = (entry["config_key"], entry["config_type"])
     header = (
-        '"""Internal, generated by `python tests/print_transformers.py encoders` '
+        '"""Internal, generated by `python tools/print_transformers.py encoders` '
         f"(transformers {transformers.__version__}):\n"
         "the model types that rotate queries and keys and are not decoders (text encoders, speech\n"
         "and audio models, towers): each one's config-class defaults of the keys tf_posenc reads,\n"
@@ -1358,11 +1365,11 @@ def encoder_defaults(printed, text_types):
         f"# model type: (its key, the sub-config's model type)\nSUB_CONFIGS = {nested!r}\n\n"
         f"# model type: its text model's type (its `text_config`)\nTEXT_MODEL_TYPES = {text_types!r}\n"
     )
-    target = pathlib.Path(__file__).parent.parent / "tf_posenc" / "_hf_encoder_defaults.py"
+    target = ROOT / "tf_posenc" / "_hf_encoder_defaults.py"
     target.write_text(header + body)
 
 
-VISION = pathlib.Path(__file__).parent / "transformers_vision_5_25.json"
+VISION = TESTS / "transformers_vision_5_25.json"
 # Two grids (t, h, w): an image, and a video of 2 frames, each a whole number of merge blocks.
 VISION_GRIDS = ([1, 4, 6], [2, 6, 4])
 
@@ -1470,12 +1477,12 @@ def vision():
         if vision_config is not None and vision_config.model_type in printed and model_type not in printed:
             parents[model_type] = vision_config.model_type
     source = f"transformers {transformers.__version__}, torch {torch.__version__}: "
-    source += "tests/print_transformers.py vision"
+    source += "tools/print_transformers.py vision"
     VISION.write_text(
         json.dumps({"source": source, "types": printed, "parents": parents}, separators=(",", ":")) + "\n"
     )
     header = (
-        '"""Internal, generated by `python tests/print_transformers.py vision` '
+        '"""Internal, generated by `python tools/print_transformers.py vision` '
         f"(transformers {transformers.__version__}):\n"
         'the vision configs whose rope type is "axial": each one\'s config-class defaults of the keys\n'
         "`AxialRotaryEmbedding.from_hf_config` reads, and the model types whose `vision_config` is one.\n"
@@ -1487,7 +1494,7 @@ def vision():
         if "error" not in entry
     }
     body = f"DEFAULTS = {defaults!r}\n\n# model type: its vision config's model type\nPARENTS = {parents!r}\n"
-    target = pathlib.Path(__file__).parent.parent / "tf_posenc" / "_hf_vision_defaults.py"
+    target = ROOT / "tf_posenc" / "_hf_vision_defaults.py"
     target.write_text(header + body)
 
 
@@ -1720,7 +1727,7 @@ def speech_plans():
     ENCODERS.write_text(json.dumps(stored, separators=(",", ":")) + "\n")
 
 
-POSITION_IDS = pathlib.Path(__file__).parent / "transformers_position_ids_5_25.json"
+POSITION_IDS = TESTS / "transformers_position_ids_5_25.json"
 # Model types with a learned table of token positions whose rows `position_ids` records, each
 # with what its tiny model needs besides `POSITION_SIZES` (and "cache" where a decoder of it
 # takes a cache: its second step is recorded too).
@@ -1916,11 +1923,11 @@ def position_ids_all():
         [(model_type, None) for model_type in sorted(POSITION_TYPES)], lambda t, _: position_ids(t)
     )
     source = (
-        f"transformers {transformers.__version__}, torch {torch.__version__}: tests/print_transformers.py"
+        f"transformers {transformers.__version__}, torch {torch.__version__}: tools/print_transformers.py"
     )
     POSITION_IDS.write_text(json.dumps({"source": source, "types": printed}, separators=(",", ":")) + "\n")
     lines = [
-        f'"""Generated by `tests/print_transformers.py position_ids` from {source.split(",")[0]}: each model',
+        f'"""Generated by `tools/print_transformers.py position_ids` from {source.split(",")[0]}: each model',
         "type's config class defaults of the keys `hf_position_ids` reads (`pad_token_id`, and the table's",
         '`max_position_embeddings`, GPT-2\'s `n_positions`). Internal."""',
         "",
@@ -1930,12 +1937,10 @@ def position_ids_all():
           for t, e in printed.items() if "error" not in e),
         "}",
     ]  # fmt: skip
-    (pathlib.Path(__file__).parent.parent / "tf_posenc" / "_hf_position_defaults.py").write_text(
-        "\n".join(lines) + "\n"
-    )
+    (ROOT / "tf_posenc" / "_hf_position_defaults.py").write_text("\n".join(lines) + "\n")
 
 
-DEBERTA = pathlib.Path(__file__).parent / "transformers_deberta_5_25.json"
+DEBERTA = TESTS / "transformers_deberta_5_25.json"
 # (bucket_size, max_position): DeBERTa-v3's and SEW-D's (256, 512), and pairs at which a float64
 # restatement of the log buckets differs from transformers' float32 at some offset.
 DEBERTA_BUCKETS = [(256, 512), (256, 256), (16, 128), (64, 128), (512, 4096)]
@@ -1977,7 +1982,7 @@ def deberta():
     )
 
 
-DEBERTA_ATTENTION = pathlib.Path(__file__).parent / "transformers_deberta_attention_5_25.json"
+DEBERTA_ATTENTION = TESTS / "transformers_deberta_attention_5_25.json"
 DEBERTA_SIZES = {"hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1}
 # DisentangledSelfAttention's switches: the terms, shared or separate position projections, the
 # table's LayerNorm, log buckets (small, so that 12 tokens reach them and the table's clip) or
@@ -2082,7 +2087,7 @@ def deberta_attention():
     )
 
 
-CONFORMER_ATTENTION = pathlib.Path(__file__).parent / "transformers_conformer_attention_5_25.json"
+CONFORMER_ATTENTION = TESTS / "transformers_conformer_attention_5_25.json"
 CONFORMER_LENGTH, CONFORMER_PADDED = 9, 3  # the second example's last frames are padding
 CONFORMER_SIZES = {"hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1}
 # (config class, attention class, its table's class, the config's keys beyond the sizes)
@@ -2182,7 +2187,7 @@ def conformer_attention():
     )
 
 
-DETR_SINE = pathlib.Path(__file__).parent / "transformers_detr_sine_5_25.json"
+DETR_SINE = TESTS / "transformers_detr_sine_5_25.json"
 DETR_FEATURES = 8  # per axis: d_model 16
 
 
@@ -2259,7 +2264,7 @@ def detr_sine():
     DETR_SINE.write_text(json.dumps({"source": source, "cases": printed}, separators=(",", ":")) + "\n")
 
 
-SAM_ATTENTION = pathlib.Path(__file__).parent / "transformers_sam_attention_5_25.json"
+SAM_ATTENTION = TESTS / "transformers_sam_attention_5_25.json"
 SAM_SIZES = {"hidden_size": 32, "num_attention_heads": 2, "image_size": 16, "patch_size": 4,
              "num_hidden_layers": 3, "window_size": 2}  # fmt: skip
 # (config, attention class, the module's window_size or input_size argument, the grid of the call)
@@ -2397,7 +2402,7 @@ def ports():
     print("bert last_hidden_state[:, :, :4]:", np.round(output.numpy()[:, :, :4], 8).tolist())
 
 
-PLAIN_ATTENTION = pathlib.Path(__file__).parent / "transformers_plain_attention_5_25.json"
+PLAIN_ATTENTION = TESTS / "transformers_plain_attention_5_25.json"
 # The attention modules without positions inside them, by the state-dict names below the layer's
 # attention module: BERT's (`self.` holds the projections, `output.dense` projects out and
 # `output.LayerNorm` is the residual's, which follows the layer) and DistilBERT's.
@@ -2429,7 +2434,7 @@ def plain_attention():
     (BERT's `self` then `output.dense`). Each type's config-class defaults of the keys read, and
     its module class, whose mechanism may differ from BERT's under the same names."""
     # The generated table alone: the package itself needs Keras, which this environment lacks.
-    table = pathlib.Path(__file__).parent.parent / "tf_posenc" / "_hf_position_defaults.py"
+    table = ROOT / "tf_posenc" / "_hf_position_defaults.py"
     namespace = {}
     exec(table.read_text(), namespace)
     hidden, mask = deberta_input()
@@ -2514,7 +2519,7 @@ def plain_attention():
             "output": [float(f"{value:.12g}") for value in output.numpy().ravel()],
         }
         print(model_type, layout, printed[model_type]["class"], flush=True)
-    source = f"transformers {transformers.__version__}: tests/print_transformers.py plain_attention"
+    source = f"transformers {transformers.__version__}: tools/print_transformers.py plain_attention"
     PLAIN_ATTENTION.write_text(json.dumps({"source": source, "types": printed}, separators=(",", ":")) + "\n")
     # The package's facts: each type's layout, what its module reads and takes, and its config
     # class's defaults of the sizes.
@@ -2528,7 +2533,7 @@ def plain_attention():
         row = {key: entry[key] for key in ("layout", "class", "reads", "arguments")}
         rows.append(f"    {model_type!r}: { ({**row, 'defaults': sizes})!r},")
     header = (
-        '"""Internal, generated by `python tests/print_transformers.py plain_attention` '
+        '"""Internal, generated by `python tools/print_transformers.py plain_attention` '
         f"(transformers {transformers.__version__}):\n"
         "the encoders whose attention module has a plain layout (BERT's, DistilBERT's): its class, the\n"
         "config keys its code reads, its forward's arguments, and the config class's default sizes.\n"
@@ -2536,7 +2541,7 @@ def plain_attention():
         "# ruff: noqa: E501\n\n"
         "TYPES = {\n"
     )
-    target = pathlib.Path(__file__).parent.parent / "tf_posenc" / "_hf_plain_defaults.py"
+    target = ROOT / "tf_posenc" / "_hf_plain_defaults.py"
     refusals = "".join(f"    {name!r}: {reason!r},\n" for name, reason in sorted(refused.items()))
     footer = (
         "\n# The encoders of `hf_position_ids` whose layers' attention module is not plain, by what it\n"
@@ -2546,7 +2551,7 @@ def plain_attention():
     target.write_text(header + "\n".join(rows) + "\n}\n" + footer)  # then `ruff format` it
 
 
-LATENT = pathlib.Path(__file__).parent / "transformers_latent_attention_5_25.json"
+LATENT = TESTS / "transformers_latent_attention_5_25.json"
 # Latent attention at its smallest: every MLA config class takes these (LongCat-Flash's and
 # dots.llm3's rotary `head_dim` and Mistral 4's whole head follow from them, `LATENT_OVERRIDES`).
 LATENT_SIZES = {
@@ -2701,7 +2706,7 @@ def latent_table(printed):
         row = {"reads": entry["reads"], "defaults": defaults, "layers": entry["facts"]}
         rows.append(f"    {entry['model_type']!r}: {row!r},")
     header = (
-        '"""Internal, generated by `python tests/print_transformers.py latent` '
+        '"""Internal, generated by `python tools/print_transformers.py latent` '
         f"(transformers {transformers.__version__}):\n"
         "every latent-attention type (DeepSeek's MLA): the config keys its modules' code reads, with\n"
         "its config class's defaults, and per attention class and layer type what the module does\n"
@@ -2710,7 +2715,7 @@ def latent_table(printed):
         "# ruff: noqa: E501\n\n"
         "TYPES = {\n"
     )
-    target = pathlib.Path(__file__).parent.parent / "tf_posenc" / "_hf_latent_defaults.py"
+    target = ROOT / "tf_posenc" / "_hf_latent_defaults.py"
     target.write_text(header + "\n".join(rows) + "\n}\n")  # then `ruff format` it
 
 
@@ -2806,7 +2811,7 @@ def latent():
                 key, {label: value.get("error", "ok") for label, value in entry["layers"].items()}, flush=True
             )
     versions = f"transformers {transformers.__version__}, torch {torch.__version__}"
-    source = f"{versions}: tests/print_transformers.py latent"
+    source = f"{versions}: tools/print_transformers.py latent"
     latent_table(printed)
     LATENT.write_text(
         json.dumps({"source": source, "types": printed}, separators=(",", ":"), default=str) + "\n"
