@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from attention import paired_times  # noqa: E402
+from attention import paired_times, timed_rows  # noqa: E402
 from keras import ops  # noqa: E402
 
 import tf_posenc  # noqa: E402
@@ -122,20 +122,12 @@ def full_pass(jit_compile):
 
 
 def table():
-    rows = [
-        "| measure | against | run | tf_posenc (ms) | other (ms) | best / best | median of ratios |",
-        "|---|---|---|---|---|---|---|",
-    ]
     measures = [
         (f"cached decoding step at slot 1000 of {SLOTS}, latent cache", "the same attention, expanded cache",
-         decoding_step),
-        ("causal pass (2, 512, 1024)", "GroupQueryAttention, 16 heads of 128", full_pass),
+         decoding_step, {}),
+        ("causal pass (2, 512, 1024)", "GroupQueryAttention, 16 heads of 128", full_pass, {}),
     ]  # fmt: skip
-    for name, other, measure in measures:
-        for run, jit_compile in (("graph", False), ("XLA", True)):
-            ours, theirs, median = measure(jit_compile)
-            times = f"{ours:.2f} | {theirs:.2f} | {ours / theirs:.2f}x | {median:.2f}x"
-            rows.append(f"| {name} | {other} | {run} | {times} |")
+    rows = timed_rows(measures, other="other")
     cached = [
         ("MultiHeadLatentAttention: latent and rotated shared key", KV_RANK + ROPE),
         (f"the same attention, expanded keys and values ({HEADS} heads)", HEADS * (NOPE + ROPE + VALUE)),

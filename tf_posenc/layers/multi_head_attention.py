@@ -147,6 +147,45 @@ def checked_call_positions(name, positions, *, like, start):
     return checked
 
 
+def causal_of(is_causal, use_causal_mask):
+    """A call's `use_causal_mask` under the layer's `is_causal` (`True`: always causal)."""
+    if is_causal is False and use_causal_mask:
+        raise ValueError(
+            "The layer is bidirectional (`is_causal=False`: its model attends both ways, as "
+            "EmbeddingGemma does): `use_causal_mask` must be False. Received: use_causal_mask=True"
+        )
+    return use_causal_mask or bool(is_causal)
+
+
+def checked_cache_call(*, cache, cache_update_index, query_positions, key_positions):
+    """The cache arguments of a call: an index writes into a cache, and with a cache the keys'
+    positions come with the queries'."""
+    if cache_update_index is not None and cache is None:
+        raise ValueError(
+            "`cache_update_index` writes the call's keys and values into a `cache`: pass both. "
+            "Received: cache=None"
+        )
+    if cache is not None and query_positions is not None and key_positions is None:
+        # The call's keys are rotated at `query_positions`; the cached ones' positions are not
+        # known to the layer, and their slots are not them.
+        raise ValueError(
+            "With a `cache`, `query_positions` say where this call's keys are rotated and "
+            "`key_positions` where every cached key is, one per slot: pass both, or neither "
+            "(slot i at position i). Received: query_positions without key_positions"
+        )
+
+
+def checked_slots(cache_update_index, steps, slots):
+    """A call of `steps` written from `cache_update_index` fits the cache's `slots` (checked
+    where both are known before the call runs)."""
+    if _positions.is_python_int(cache_update_index) and None not in (steps, slots):
+        if cache_update_index < 0 or cache_update_index + steps > slots:
+            raise ValueError(
+                f"`cache` has {slots} slots: a call of {steps} steps from `cache_update_index` must "
+                f"fit in them. Received: cache_update_index={cache_update_index}"
+            )
+
+
 def call_mask(*, window, chunk_size, query_positions, key_positions, query_mask, value_mask, key_mask,
               attention_mask, use_causal_mask, segment_ids, batch):  # fmt: skip
     """The boolean `(batch or 1, q_len, k_len)` mask of a call, or `None`: Keras's masks, and
@@ -404,12 +443,7 @@ class PositionedAttentionMixin:
         cache_update_index=None,
         segment_ids=None,
     ):
-        if self.is_causal is False and use_causal_mask:
-            raise ValueError(
-                "The layer is bidirectional (`is_causal=False`: its model attends both ways, as "
-                "EmbeddingGemma does): `use_causal_mask` must be False. Received: use_causal_mask=True"
-            )
-        use_causal_mask = use_causal_mask or bool(self.is_causal)
+        use_causal_mask = causal_of(self.is_causal, use_causal_mask)
         query, value, key, cache = self._compute_dtype_inputs(query, value, key, cache)
         given = (query_positions, key_positions, cache, cache_update_index, segment_ids)
         if not self._positions_in_use() and all(argument is None for argument in given):
@@ -418,19 +452,10 @@ class PositionedAttentionMixin:
                 attention_mask=attention_mask, return_attention_scores=return_attention_scores,
                 training=training, use_causal_mask=use_causal_mask,
             )  # fmt: skip
-        if cache_update_index is not None and cache is None:
-            raise ValueError(
-                "`cache_update_index` writes the call's keys and values into a `cache`: pass both. "
-                "Received: cache=None"
-            )
-        if cache is not None and query_positions is not None and key_positions is None:
-            # The call's keys are rotated at `query_positions`; the cached ones' positions are not
-            # known to the layer, and their slots are not them.
-            raise ValueError(
-                "With a `cache`, `query_positions` say where this call's keys are rotated and "
-                "`key_positions` where every cached key is, one per slot: pass both, or neither "
-                "(slot i at position i). Received: query_positions without key_positions"
-            )
+        checked_cache_call(
+            cache=cache, cache_update_index=cache_update_index, query_positions=query_positions,
+            key_positions=key_positions,
+        )  # fmt: skip
         # Keras fills `query_mask`, `value_mask` and `key_mask` from the inputs' masks. With a cache
         # the keys are its slots, which the positions mask; the call's own value mask is not theirs.
         key = value if key is None else key
@@ -567,13 +592,7 @@ class PositionedAttentionMixin:
         key_cache, value_cache = cache[:, 0], cache[:, 1]
         if cache_update_index is None:  # read only (cross-attention over a filled cache)
             return key_cache, value_cache, cache
-        steps, slots = keys.shape[1], shape[2]
-        if _positions.is_python_int(cache_update_index) and None not in (steps, slots):
-            if cache_update_index < 0 or cache_update_index + steps > slots:
-                raise ValueError(
-                    f"`cache` has {slots} slots: a call of {steps} steps from `cache_update_index` must "
-                    f"fit in them. Received: cache_update_index={cache_update_index}"
-                )
+        checked_slots(cache_update_index, keys.shape[1], shape[2])
         if prepare is not None:
             keys = prepare(keys)
         start = [0, cache_update_index, 0, 0]

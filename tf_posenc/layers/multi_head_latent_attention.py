@@ -6,7 +6,7 @@ import math
 import keras
 from keras import ops
 
-from tf_posenc import _hf_config, _hf_latent, _hf_record_json, _positions, _rope_types, _validation, attention
+from tf_posenc import _hf_config, _hf_latent, _hf_record_json, _rope_types, _validation, attention
 from tf_posenc.layers.hf_plan import hf_attention_layers
 from tf_posenc.layers.multi_head_attention import (
     _for_rope,
@@ -15,7 +15,10 @@ from tf_posenc.layers.multi_head_attention import (
     _rope_where,
     _temperature,
     call_mask,
+    causal_of,
+    checked_cache_call,
     checked_call_positions,
+    checked_slots,
 )
 from tf_posenc.layers.rotary_embedding import RotaryEmbedding
 
@@ -469,23 +472,11 @@ class MultiHeadLatentAttention(keras.layers.Layer):
                 "Latent attention takes its keys and values from one latent of `value`: `key` must be "
                 "None or `value` itself. Received: a `key` other than `value`"
             )
-        if self.is_causal is False and use_causal_mask:
-            raise ValueError(
-                "The layer is bidirectional (`is_causal=False`): `use_causal_mask` must be False. "
-                "Received: use_causal_mask=True"
-            )
-        use_causal_mask = use_causal_mask or bool(self.is_causal)
-        if cache_update_index is not None and cache is None:
-            raise ValueError(
-                "`cache_update_index` writes the call's latents into a `cache`: pass both. "
-                "Received: cache=None"
-            )
-        if cache is not None and query_positions is not None and key_positions is None:
-            raise ValueError(
-                "With a `cache`, `query_positions` say where this call's keys are rotated and "
-                "`key_positions` where every cached key is, one per slot: pass both, or neither "
-                "(slot i at position i). Received: query_positions without key_positions"
-            )
+        use_causal_mask = causal_of(self.is_causal, use_causal_mask)
+        checked_cache_call(
+            cache=cache, cache_update_index=cache_update_index, query_positions=query_positions,
+            key_positions=key_positions,
+        )  # fmt: skip
         dtype = self.compute_dtype
         query, value = (
             ops.cast(x, dtype) if keras.backend.standardize_dtype(x.dtype) != dtype else x
@@ -666,13 +657,7 @@ class MultiHeadLatentAttention(keras.layers.Layer):
             )
         cache = ops.convert_to_tensor(cache)
         if cache_update_index is not None:
-            steps, slots = written[0].shape[1], shape[1]
-            if _positions.is_python_int(cache_update_index) and None not in (steps, slots):
-                if cache_update_index < 0 or cache_update_index + steps > slots:
-                    raise ValueError(
-                        f"`cache` has {slots} slots: a call of {steps} steps from `cache_update_index` "
-                        f"must fit in them. Received: cache_update_index={cache_update_index}"
-                    )
+            checked_slots(cache_update_index, written[0].shape[1], shape[1])
             update = ops.cast(ops.concatenate(written, axis=-1), cache.dtype)
             cache = ops.slice_update(cache, [0, cache_update_index, 0], update)
         cached = ops.cast(cache, written[0].dtype)
