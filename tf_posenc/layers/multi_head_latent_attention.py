@@ -93,7 +93,10 @@ class MultiHeadLatentAttention(keras.layers.Layer):
         dropout: Float. Dropout of the attention weights in training. Defaults to `0.0`.
         use_bias: Boolean. Biases of `q_a_proj` (or `q_proj`), `kv_a_proj_with_mqa` and
             `o_proj` (transformers' `attention_bias`). Defaults to `False`.
-        rms_norm_eps: Non-negative float. The epsilon of the latent norms. Defaults to `1e-6`.
+        latent_norm_epsilon: Non-negative float. The epsilon of the latent norms
+            (`q_a_layernorm`, `kv_a_layernorm`, and `k_rope_only_layernorm`): transformers'
+            modules build them with 1e-6, or a few with the config's `rms_norm_eps`. Defaults to
+            `1e-6`.
         sliding_window: Optional positive integer: Keras's band `|q - k| < sliding_window` on
             the positions. Defaults to `None`.
         kernel_initializer: Initializer of the projections' kernels. Defaults to
@@ -107,6 +110,32 @@ class MultiHeadLatentAttention(keras.layers.Layer):
             `rope` is YaRN with `mscale_all_dim` (transformers' `yarn_apply_mscale`).
         temperature: Optional `tf_posenc.attention.Temperature`: Llama 4's query scale by
             position (Mistral 4's).
+        gate: Optional output gate, the sigmoid of a projection of the query input multiplying
+            each head's output: `"head"` (one per head, `g_proj`: Ling 3.0, dots.llm3),
+            `"feature"` (one per value feature, `gate_proj`: Hy4), or `"query"` (one per value
+            feature, projected with the query from the normed and the raw query latent by one
+            `q_gate_proj`: A.X K2). Defaults to `None`.
+        use_sinks: Boolean: a learned logit per head that takes part in the softmax and weights
+            no value (`sinks`: Hy4). Defaults to `False`.
+        key_rope_norm: Boolean: RMS-normalize the shared key's rotary features before they rotate
+            (`k_rope_only_layernorm`: dots.llm3). Defaults to `False`.
+        latent_scaling: Boolean: multiply the normed query latent by
+            `sqrt(width / q_lora_rank)` and the normed key-value latent by
+            `sqrt(width / kv_lora_rank)` (LongCat-Flash, dots.llm3). Defaults to `False`.
+        index_n_heads: Optional positive integer: DeepSeek Sparse Attention's indexer, with this
+            many heads (`indexer.wq_b` from the query latent, `indexer.wk` and its LayerNorm
+            `indexer.k_norm`, `indexer.weights_proj`). Each query attends to the `index_topk`
+            keys of highest score `sum_h w_h relu(q_h . k / sqrt(index_head_dim))` among those
+            its mask leaves; at a tie for the last place the earliest keys are kept. Needs
+            `q_lora_rank`. Defaults to `None` (no indexer).
+        index_head_dim: Positive integer. The indexer's head size. Defaults to `128`.
+        index_topk: Positive integer. The keys each query keeps. Defaults to `2048`.
+        index_layout: `"half"` or `"interleave"`: the indexer's own rotation layout (DeepSeek-V3.2
+            rotates halves there, GLM-5 interleaved pairs). Defaults to `"half"`.
+        index_rope_first: Boolean: the indexer's heads rotate their first `qk_rope_head_dim`
+            features (DeepSeek-V3.2), or their last (Hy4). Defaults to `True`.
+        index_norm_epsilon: Non-negative float. The epsilon of `indexer.k_norm`. Defaults to
+            `1e-6`.
         is_causal: Optional boolean: `True` masks causally whether or not a call asks.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
@@ -124,7 +153,8 @@ class MultiHeadLatentAttention(keras.layers.Layer):
             `cache_update_index + arange(q_len)`.
         key_positions: Optional integer positions of the keys (with a cache, of every slot).
             Defaults to `arange(k_len)`.
-        cache: Optional `(batch, slots, kv_lora_rank + qk_rope_head_dim)`.
+        cache: Optional `(batch, slots, cache_width)`: `kv_lora_rank + qk_rope_head_dim`, and
+            `index_head_dim` more with an indexer.
         cache_update_index: Optional integer: the slot the call's first token is written to.
 
     Returns:
