@@ -279,5 +279,6 @@ def test_every_public_name_has_a_runnable_example():
 def test_the_transformers_wing_names_the_top_level_objects():
     from tf_posenc import hf
 
+    assert sorted(hf._HOMES) == sorted(hf.__all__)  # each imported where it lives, on first use
     assert hf.__all__ and all(getattr(hf, name) is getattr(tf_posenc, name) for name in hf.__all__)
     assert all(hasattr(getattr(hf, name), "from_hf_config") for name in hf.__all__ if name[0].isupper())

@@ -19,16 +19,35 @@ Example:
     (4, 2, 10000.0)
 """
 
-from tf_posenc.hf_weights import load_hf_attention_weights
-from tf_posenc.layers.axial_rotary_embedding import AxialRotaryEmbedding
-from tf_posenc.layers.disentangled_position_bias import DisentangledPositionBias
-from tf_posenc.layers.hf_plan import hf_attention_layers
-from tf_posenc.layers.inkling_relative_bias import InklingRelativeBias
-from tf_posenc.layers.multi_head_attention import GroupQueryAttention, MultiHeadAttention
-from tf_posenc.layers.multi_head_latent_attention import MultiHeadLatentAttention
-from tf_posenc.layers.rotary_embedding import RotaryEmbedding
-from tf_posenc.multimodal import mrope_positions, vision_position_ids
-from tf_posenc.position_ids import hf_position_ids
+import importlib
+
+# Where each name lives. They are imported on first use (PEP 562), so that the readers' own
+# modules may live in this package without importing the layers that use them.
+_HOMES = {
+    "AxialRotaryEmbedding": "tf_posenc.layers.axial_rotary_embedding",
+    "DisentangledPositionBias": "tf_posenc.layers.disentangled_position_bias",
+    "GroupQueryAttention": "tf_posenc.layers.multi_head_attention",
+    "InklingRelativeBias": "tf_posenc.layers.inkling_relative_bias",
+    "MultiHeadAttention": "tf_posenc.layers.multi_head_attention",
+    "MultiHeadLatentAttention": "tf_posenc.layers.multi_head_latent_attention",
+    "RotaryEmbedding": "tf_posenc.layers.rotary_embedding",
+    "hf_attention_layers": "tf_posenc.layers.hf_plan",
+    "hf_position_ids": "tf_posenc.position_ids",
+    "load_hf_attention_weights": "tf_posenc.hf_weights",
+    "mrope_positions": "tf_posenc.multimodal",
+    "vision_position_ids": "tf_posenc.multimodal",
+}
+
+
+def __getattr__(name):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'tf_posenc.hf' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)
+
+
+def __dir__():
+    return sorted([*globals(), *_HOMES])
+
 
 __all__ = [
     "AxialRotaryEmbedding",
