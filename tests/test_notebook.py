@@ -24,6 +24,12 @@ WRONG_ANSWERS = {
     "moved": ["moved = rows16[10]", "moved = tf_posenc.shift_matrix(-7, 16) @ rows16[10]"],
     "alibi6": ["alibi6 = tf_posenc.AlibiBias(num_heads=8).bias(np.arange(5), np.arange(5)).numpy()[0, :6]"],
     "ntk_base": ["ntk_base = 10000 * 4.0"],
+    "rope": [
+        "def rope(x, position):\n    return x",  # turns nothing
+        # each feature scaled by its pair's cosine, the sine's part left out
+        "def rope(x, position):\n    d = len(x)\n"
+        "    return x * np.cos(position * 10000 ** -(np.arange(d) // 2 * 2 / d))",
+    ],
     "rotate_pairs": ["rotate_pairs = lambda x: np.concatenate([-x[..., 4:], x[..., :4]], axis=-1)"],
     "mixed_accuracy": [
         "mixed_accuracy = dict.fromkeys(evaluations, 0.5)",
@@ -45,7 +51,9 @@ def _tasks(notebook):
     cells, tasks = notebook.cells, []
     for index, cell in enumerate(cells):
         if cell.cell_type == "code" and cell.source.startswith("# Your turn"):
-            answer = re.search(r"^(\w+) = \.\.\.$", cell.source, re.MULTILINE).group(1)
+            # A value (`name = ...`) or a function to complete (`def name(...):` then `...`).
+            found = re.search(r"^(\w+) = \.\.\.$|^def (\w+)\(", cell.source, re.MULTILINE)
+            answer = found.group(1) or found.group(2)
             blocks = (
                 SOLUTION.search(later.source) for later in cells[index + 2 :] if later.cell_type == "markdown"
             )
@@ -158,6 +166,10 @@ def test_committed_notebook_carries_its_outputs(name):
     streams = [output for cell in code_cells for output in cell.outputs if output.output_type == "stream"]
     printed = "".join(output["text"] for output in streams)
     assert f"tf_posenc {tf_posenc.__version__} |" in printed  # run with this version, not an older one
+    # Before the first section, the set-up prints one line (the versions) and shows nothing else.
+    first = next(index for index, cell in enumerate(notebook.cells) if cell.source.startswith("## "))
+    shown = [output for cell in notebook.cells[:first] if cell.cell_type == "code" for output in cell.outputs]
+    assert len(shown) <= 1 and all(output.output_type == "stream" for output in shown), shown
 
 
 def test_notebooks_link_each_other_and_name_their_sources():
@@ -179,7 +191,7 @@ def test_the_learners_notebook_is_short_with_small_cells_and_tasks_it_checks():
     words = sum(len(re.findall(r"\S+", cell.source)) for cell in cells if cell.cell_type == "markdown")
     assert words <= 3500
     assert max(len(cell.source.splitlines()) for cell in _code_cells(notebook)) <= 25
-    assert len(_tasks(notebook)) >= 2
+    assert len(_tasks(notebook)) >= 3
 
 
 @pytest.mark.parametrize("name", [LEARNER, "rotary_and_relative_positions.ipynb"])
@@ -189,7 +201,8 @@ def test_tasks_arrive_unanswered_with_a_check_and_a_folded_solution(name):
     assert len(tasks) >= {LEARNER: 2}.get(name, 4)
     for task in tasks:
         lines = [line for line in notebook.cells[task.index].source.splitlines() if not line.startswith("#")]
-        assert all(re.fullmatch(r"\w+ = \.\.\.", line) for line in lines), lines  # placeholders only
+        placeholder = r"\w+ = \.\.\.|def \w+\([\w, ]*\):|    \.\.\."
+        assert all(re.fullmatch(placeholder, line) for line in lines), lines  # placeholders only
         assert "check_answer(" in task.check
         assert _printed(notebook.cells[task.index + 1]) == _unanswered(task)  # committed so
         assert task.answer in task.solution
