@@ -289,3 +289,16 @@ def test_one_token_without_a_cache_sees_itself():
     )  # no warning of a softmax over one
     full = keras.ops.convert_to_numpy(layer(hidden, hidden, use_causal_mask=True))
     assert np.abs(first - full[:, :1]).max() < 1e-12
+
+
+def test_kimi_linears_layers_come_from_its_checkpoints_own_key():
+    """Kimi Linear's latent layers rotate nothing, so no rotary plan says which they are: its
+    `layer_types`, or its checkpoints' 1-based `linear_attn_config["full_attn_layers"]`."""
+    config = {k: v for k, v in TYPES["kimi_linear"]["config"].items() if k != "layer_types"}
+    with pytest.raises(ValueError, match="full_attn_layers"):
+        tf_posenc.MultiHeadLatentAttention.from_hf_config(config, 4)
+    config["linear_attn_config"] = {**(config.get("linear_attn_config") or {}), "full_attn_layers": [5]}
+    layer = tf_posenc.MultiHeadLatentAttention.from_hf_config(config, 4)
+    assert layer.rope is None and layer.kv_lora_rank == 16
+    with pytest.raises(ValueError, match="not self-attention"):
+        tf_posenc.MultiHeadLatentAttention.from_hf_config(config, 3)

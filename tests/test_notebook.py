@@ -201,7 +201,7 @@ def test_tasks_arrive_unanswered_with_a_check_and_a_folded_solution(name):
     assert len(tasks) >= {LEARNER: 2}.get(name, 4)
     for task in tasks:
         lines = [line for line in notebook.cells[task.index].source.splitlines() if not line.startswith("#")]
-        placeholder = r"\w+ = \.\.\.|def \w+\([\w, ]*\):|    \.\.\."
+        placeholder = r"\w+ = \.\.\.|def \w+\([\w, ]*\): \.\.\."
         assert all(re.fullmatch(placeholder, line) for line in lines), lines  # placeholders only
         assert "check_answer(" in task.check
         assert _printed(notebook.cells[task.index + 1]) == _unanswered(task)  # committed so
