@@ -21,7 +21,10 @@ NOT_ANSWERED = "not answered yet: replace the ... in the cell above with your an
 # Wrong answers to each task, by the name the task assigns first: each must fail its check with a hint.
 WRONG_ANSWERS = {
     "your_row": ["your_row = np.sin(3 / 10000 ** (np.arange(4) / 4))"],  # sines only, no pairing
-    "moved": ["moved = rows16[10]", "moved = tf_posenc.shift_matrix(-7, 16) @ rows16[10]"],
+    "move": [
+        "def move(row, k):\n    return rows16[17]",  # the lookup the task forbids: right at one row only
+        "def move(row, k):\n    return tf_posenc.shift_matrix(-k, 16) @ row",  # the wrong way round
+    ],
     "alibi6": ["alibi6 = tf_posenc.AlibiBias(num_heads=8).bias(np.arange(5), np.arange(5)).numpy()[0, :6]"],
     "ntk_base": ["ntk_base = 10000 * 4.0"],
     "rope": [
