@@ -4,10 +4,9 @@ transformers 5.25's code and modules by `tools/print_transformers.py latent`: wh
 code reads of its config, its parameters, how it rotates, its norms' epsilons and its scales. A
 key or a parameter this file does not account for is refused, naming it."""
 
-import math
 from typing import NamedTuple
 
-from tf_posenc import _hf_latent_defaults, _validation
+from tf_posenc import _hf_latent_defaults, _rope_types, _validation
 
 # Every config key the printed modules read, accounted for: read here (or by the layer plan), or
 # why it does not change a module's output. A key not listed is a mechanism this file lacks.
@@ -280,12 +279,9 @@ def softmax_scale(config, parameters):
     scale = (read["qk_nope_head_dim"] + read["qk_rope_head_dim"]) ** -0.5
     if not next(iter(row["layers"].values()))["yarn_mscale"]:
         return scale
-    factor, weight = parameters.get("factor"), parameters.get("mscale_all_dim")
-    if parameters.get("rope_type", parameters.get("type", "default")) != "default" and weight:
-        if factor is not None and factor > 1:
-            mscale = 0.1 * weight * math.log(factor) + 1.0
-            scale *= mscale * mscale
-    return scale
+    if parameters.get("rope_type", parameters.get("type", "default")) == "default":
+        return scale
+    return scale * _rope_types.yarn_softmax_factor(parameters.get("factor"), parameters.get("mscale_all_dim"))
 
 
 def checked_layer_index(layer_index, count):

@@ -163,6 +163,16 @@ def _yarn(dim, options, seq_len):
     return interpolated * ramp + extrapolated * (1 - ramp)
 
 
+def yarn_softmax_factor(factor, mscale_all_dim):
+    """What DeepSeek's attention multiplies its softmax scale by (transformers'
+    `yarn_apply_mscale`): YaRN's `0.1 * mscale_all_dim * ln(factor) + 1`, squared, for a factor
+    above 1 and a `mscale_all_dim` set; else 1."""
+    if not mscale_all_dim or factor is None or factor <= 1:
+        return 1.0
+    mscale = 0.1 * mscale_all_dim * math.log(factor) + 1.0
+    return mscale * mscale
+
+
 def _yarn_scale(factor, options):
     def temperature(weight):
         return 0.1 * weight * math.log(factor) + 1.0

@@ -223,6 +223,22 @@ def call_mask(*, window, chunk_size, query_positions, key_positions, query_mask,
     return combined
 
 
+def masked_softmax(scores, mask, sinks=None):
+    """The attention weights of `scores` `(batch, heads, q_len, k_len)` (float32 at least) under a
+    boolean `mask` `(batch or 1, q_len, k_len)`: a masked score gets no weight, and a query that
+    sees no key weights every key alike. With `sinks` (a logit per head), a column of the head's
+    sink joins the softmax and is dropped after it (gpt-oss's, Hy4's)."""
+    if mask is not None:
+        scores = ops.where(ops.expand_dims(mask, 1), scores, ops.convert_to_tensor(-1e9, scores.dtype))
+    if sinks is not None:
+        sinks = ops.cast(ops.reshape(sinks, (1, -1, 1, 1)), scores.dtype)
+        sinks = ops.broadcast_to(sinks, (*ops.shape(scores)[:-1], 1))
+        return ops.softmax(ops.concatenate([scores, sinks], axis=-1), axis=-1)[..., :-1]
+    if scores.shape[-1] == 1:  # one key takes all the weight (Keras warns of a softmax over one)
+        return ops.ones_like(scores)
+    return ops.softmax(scores, axis=-1)
+
+
 class PositionedAttentionMixin:
     """What `MultiHeadAttention` and `GroupQueryAttention` add to Keras's layers: the checks of
     the new arguments, the positions of a call, and attention computed from them. A subclass
@@ -662,16 +678,7 @@ class PositionedAttentionMixin:
         # The softmax in float32 at least, as Keras's `dot_product_attention` computes it (the
         # fused route above), whatever the compute dtype.
         scores = ops.cast(scores, keras.backend.result_type(scores.dtype, "float32"))
-        if mask is not None:
-            scores = ops.where(ops.expand_dims(mask, 1), scores, -1e9)
-        if self.use_sinks:
-            # A column of the head's sink logit joins the softmax, and is dropped after it.
-            sinks = ops.cast(ops.reshape(self.sinks, (1, -1, 1, 1)), scores.dtype)
-            sinks = ops.broadcast_to(sinks, (*ops.shape(scores)[:-1], 1))
-            weights = ops.softmax(ops.concatenate([scores, sinks], axis=-1), axis=-1)[..., :-1]
-            weights = ops.cast(weights, values.dtype)
-        else:
-            weights = ops.cast(ops.softmax(scores, axis=-1), values.dtype)
+        weights = ops.cast(masked_softmax(scores, mask, self.sinks if self.use_sinks else None), values.dtype)
         if self._dropout_rate() > 0.0:
             weights = self._dropout_layer(weights, training=training)
         return ops.einsum("bnqk,bknh->bqnh", weights, values), weights

@@ -19,6 +19,7 @@ from tf_posenc.layers.multi_head_attention import (
     checked_cache_call,
     checked_call_positions,
     checked_slots,
+    masked_softmax,
 )
 from tf_posenc.layers.rotary_embedding import RotaryEmbedding
 
@@ -31,18 +32,6 @@ def _rms(features, scale, epsilon):
     variance = ops.mean(ops.square(wide), axis=-1, keepdims=True)
     normed = ops.cast(wide / ops.sqrt(variance + epsilon), dtype)
     return normed * ops.cast(scale, dtype)
-
-
-def _yarn_mscale(rope):
-    """The square of YaRN's `0.1 * mscale_all_dim * ln(factor) + 1`, which DeepSeek's attention
-    puts into its softmax scale (transformers' `yarn_apply_mscale`), or 1."""
-    if rope is None or not rope.mscale_all_dim:
-        return 1.0
-    factor = rope._options.scaling_factor
-    if factor is None or factor <= 1:
-        return 1.0
-    mscale = 0.1 * rope.mscale_all_dim * math.log(factor) + 1.0
-    return mscale * mscale
 
 
 # The plan of a layer that rotates nothing, as `hf_attention_layers` gives a rotating one's.
@@ -302,7 +291,10 @@ class MultiHeadLatentAttention(keras.layers.Layer):
     def _score_scale(self):
         if self.scaling is not None:
             return self.scaling
-        return self.qk_head_dim**-0.5 * _yarn_mscale(self.rope)
+        if self.rope is None:
+            return self.qk_head_dim**-0.5
+        factor = _rope_types.yarn_softmax_factor(self.rope._options.scaling_factor, self.rope.mscale_all_dim)
+        return self.qk_head_dim**-0.5 * factor
 
     def _dense(self, name, units, bias, input_width):
         dense = keras.layers.Dense(
@@ -657,16 +649,7 @@ class MultiHeadLatentAttention(keras.layers.Layer):
         dtype = scores.dtype
         scores = ops.cast(scores, keras.backend.result_type(dtype, "float32"))
         scores = scores * ops.convert_to_tensor(self._score_scale(), scores.dtype)
-        if mask is not None:
-            scores = ops.where(ops.expand_dims(mask, 1), scores, ops.convert_to_tensor(-1e9, scores.dtype))
-        if self.use_sinks:
-            sinks = ops.cast(ops.reshape(self.sinks, (1, -1, 1, 1)), scores.dtype)
-            sinks = ops.broadcast_to(sinks, (*ops.shape(scores)[:-1], 1))
-            weights = ops.softmax(ops.concatenate([scores, sinks], axis=-1), axis=-1)[..., :-1]
-        elif scores.shape[-1] == 1:  # one key: all the weight (Keras warns of a softmax over one)
-            weights = ops.ones_like(scores)
-        else:
-            weights = ops.softmax(scores, axis=-1)
+        weights = masked_softmax(scores, mask, self.sinks if self.use_sinks else None)
         weights = ops.cast(weights, dtype)
         if self.dropout > 0.0:
             weights = self._dropout_layer(weights, training=training)
