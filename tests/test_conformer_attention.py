@@ -82,7 +82,11 @@ def restated(case, weights, hidden, mask):
 QUICK = {"wav2vec2-conformer", "parakeet_encoder"}
 
 
-@pytest.mark.parametrize("case", slow_unless(QUICK, sorted(PRINTED["cases"])))
+RELATIVE = sorted(case for case in PRINTED["cases"] if not case.endswith(":rotary"))
+ROTARY = sorted(case for case in PRINTED["cases"] if case.endswith(":rotary"))
+
+
+@pytest.mark.parametrize("case", slow_unless(QUICK, RELATIVE))
 def test_the_attention_is_transformers_module_whole(case):
     layer, weights = built(case)
     hidden, mask = inputs()
@@ -206,8 +210,8 @@ def test_loading_names_every_weight_it_misses_or_leaves():
     [
         ({"model_type": "wav2vec2-bert"}, "Shaw's `relative_key`"),
         (
-            {"model_type": "wav2vec2-conformer", "position_embeddings_type": "rotary"},
-            "rotates the hidden states",
+            {"model_type": "parakeet_encoder", "position_embeddings_type": "rotary"},
+            "has no rotary path",
         ),
         ({"model_type": "seamless_m4t_v2"}, "Shaw's `relative_key`"),
         ({"model_type": "gemma4_audio"}, "attends within chunks"),
@@ -218,7 +222,7 @@ def test_loading_names_every_weight_it_misses_or_leaves():
     ],
     ids=[
         "shaw-default",
-        "rotary-hidden-states",
+        "rotary-without-a-path",
         "seamless-v2",
         "gemma-audio",
         "xlnet",
@@ -240,3 +244,69 @@ def test_bad_arguments_are_named():
             num_heads=2, key_dim=8, position_bias=TransformerXLPositionBias(2, 4, 16)
         )
         layer(np.ones((1, 3, 16)), np.ones((1, 3, 16)))
+
+
+def turned(hidden, heads, base):
+    """transformers' `_apply_rotary_embedding` in float64: each head's features turned by halves
+    at positions 0 .. T - 1."""
+    batch, length, width = hidden.shape
+    size = width // heads
+    angles = np.arange(length)[:, None] / base ** (np.arange(0, size, 2) / size)
+    cos, sin = (np.concatenate([f(angles)] * 2, -1)[None, :, None] for f in (np.cos, np.sin))
+    x = hidden.reshape(batch, length, heads, size)
+    halves = np.concatenate([-x[..., size // 2 :], x[..., : size // 2]], -1)
+    return (x * cos + halves * sin).reshape(hidden.shape)
+
+
+@pytest.mark.parametrize("case", ROTARY)
+def test_the_rotary_attention_turns_the_hidden_states_as_transformers(case):
+    # Wav2Vec2-Conformer's, Wav2Vec2-BERT's and SeamlessM4T's `position_embeddings_type="rotary"`:
+    # the queries and keys are projections of the turned hidden states, the values of the plain.
+    layer, weights = built(case)
+    assert layer.rotate_inputs and layer.position_bias is None
+    module = _hf_conformer.read(config_of(case))
+    hidden, mask = inputs()
+    pairs = mask[:, :, None] & mask[:, None, :]
+    ours = keras.ops.convert_to_numpy(layer(hidden, hidden, attention_mask=pairs))
+    printed = np.array(PRINTED["cases"][case]["output"]).reshape(ours.shape)
+    np.testing.assert_allclose(ours[mask], printed[mask], rtol=1e-10, atol=1e-10)
+
+    def linear(role, x):
+        name = f"{PREFIX}{module.names[role]}"
+        return x @ weights[f"{name}.weight"].T + weights[f"{name}.bias"]
+
+    shaped = (2, LENGTH, module.heads, module.head_dim)
+    rotated = turned(hidden, module.heads, module.rotary_base)
+    q, k = (linear(role, rotated).reshape(shaped) for role in ("q", "k"))
+    v = linear("v", hidden).reshape(shaped)
+    scores = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(module.head_dim)
+    scores = np.where(mask[:, None, None, :], scores, -np.inf)
+    attention = np.exp(scores - scores.max(-1, keepdims=True))
+    attention /= attention.sum(-1, keepdims=True)
+    restated = linear("o", np.einsum("bhqk,bkhd->bqhd", attention, v).reshape(2, LENGTH, -1))
+    np.testing.assert_allclose(ours[mask], restated[mask], rtol=1e-11, atol=1e-11)
+    # Turning the projected queries and keys instead gives another output.
+    other = tf_posenc.MultiHeadAttention.from_hf_config(
+        config_of(case), 0, dtype="float64", rotate_inputs=False
+    )
+    tf_posenc.load_hf_attention_weights(other, weights, PREFIX)
+    moved = keras.ops.convert_to_numpy(other(hidden, hidden, attention_mask=pairs))
+    assert np.abs(moved[mask] - printed[mask]).max() > 1e-3
+    # It saves and reloads as itself; it takes no cache.
+    copy = tf_posenc.MultiHeadAttention.from_config(json.loads(json.dumps(layer.get_config())))
+    assert copy.rotate_inputs and copy.rope.max_wavelength == module.rotary_base
+    with pytest.raises(ValueError, match="takes no `cache`"):
+        layer(
+            hidden,
+            hidden,
+            cache=np.zeros((2, 2, LENGTH, module.heads, module.head_dim)),
+            cache_update_index=0,
+        )
+
+
+def test_turning_the_inputs_is_checked_where_it_is_given():
+    with pytest.raises(ValueError, match="`rotate_inputs` says where the `rope` turns"):
+        tf_posenc.MultiHeadAttention(2, 4, rotate_inputs=True)
+    layer = tf_posenc.MultiHeadAttention(2, 4, rope=tf_posenc.RotaryEmbedding(), rotate_inputs=True)
+    with pytest.raises(ValueError, match="width must be a multiple of 4. Received: query inputs of width 6"):
+        layer(np.ones((1, 3, 6)), np.ones((1, 3, 6)))

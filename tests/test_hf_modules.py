@@ -34,16 +34,10 @@ BOUNDS = {"gptj": 1e-8, "codegen": 1e-8}
 # `from_hf_config` (the module), or already by `hf_attention_layers` (the positions).
 REFUSED = {
     "beam": "query temperature",
-    "diffllama": "differential attention",
-    "diffusion_gemma_text": "per_layer_config",
     "doge": "dynamic mask",
     "dory": "sqk",
     "ernie4_5_vl_moe_text": "M-RoPE",
-    "gemma4_text": "per_layer_config",
-    "gemma4_unified_text": "per_layer_config",
     "jetmoe": "mixture of attention experts",
-    "laguna": "softplus",
-    "mimo_v2_flash": "v_head_dim",
     "minimax_m3_vl_text": "MiniMax-M3",
     "muse_glimmer_text": "qk_scale_factor",
     "muse_spark_text": "qk_scale_factor",
@@ -231,3 +225,151 @@ def test_a_type_running_another_types_modules_reads_as_it_with_its_own_defaults(
     assert (exaone.rope.max_wavelength, llama.rope.max_wavelength) == (500000.0, 10000.0)
     assert exaone._hf_module._replace(model_type="llama") == llama._hf_module
     assert {"exaone", "internlm3"} <= {model_type(name) for name, _ in ACCEPTED_NAMES}
+
+
+def test_gemma4s_layer_sizes_read_from_either_form_of_its_config():
+    # A config.json gives Gemma 4's full layers `global_head_dim` and `num_global_key_value_heads`
+    # (its config class derives `per_layer_config` from them); `to_dict()` gives the derived
+    # `per_layer_config`, keyed "05". Both read as the same layer, which matches the printed module.
+    name, key = "gemma4_text+k_eq_v", "Gemma4TextAttention:full_attention"
+    entry = TYPES[name]
+    case = entry["layers"][key]
+    config = {"model_type": "gemma4_text", **entry["config"]}
+    derived = {k: v for k, v in config.items() if k not in ("global_head_dim", "num_global_key_value_heads")}
+    derived["per_layer_config"] = {"05": {"head_dim": 64, "num_key_value_heads": 1}}
+    shapes = {name: tuple(shape) for name, shape in case["shapes"].items()}
+    weights = {PREFIX + name: value for name, value in module_weights(shapes).items()}
+    theirs = np.asarray(case["output"])
+    for given in (config, derived):
+        layer = tf_posenc.GroupQueryAttention.from_hf_config(given, 5, dtype="float64")
+        assert (layer.head_dim, layer.num_key_value_heads) == (64, 1)
+        assert layer._hf_module.values_from_keys
+        tf_posenc.load_hf_attention_weights(layer, weights, PREFIX)
+        ours = call(layer, 32)
+        assert np.abs(ours - theirs.reshape(ours.shape)).max() <= 1e-9 * np.abs(theirs).max()
+    # Without `attention_k_eq_v` its class ignores `num_global_key_value_heads`, and so do we;
+    # the sliding layers keep the config's sizes.
+    off = tf_posenc.GroupQueryAttention.from_hf_config({**config, "attention_k_eq_v": False}, 5)
+    assert (off.head_dim, off.num_key_value_heads, off._hf_module.values_from_keys) == (64, 2, False)
+    sliding = tf_posenc.GroupQueryAttention.from_hf_config(config, 0)
+    assert (sliding.head_dim, sliding.num_key_value_heads) == (256, 2)
+
+
+def test_a_value_projection_the_module_lacks_is_not_taken():
+    # Gemma 4's full layer with keys as values has no `v_proj`: one given is a weight it does not use.
+    layer, weights, _ = build("gemma4_text+k_eq_v", "Gemma4TextAttention:full_attention")
+    stray = {**weights, PREFIX + "v_proj.weight": weights[PREFIX + "k_proj.weight"]}
+    with pytest.raises(ValueError, match=r"v_proj\.weight`.*does not use"):
+        tf_posenc.load_hf_attention_weights(layer, stray, PREFIX)
+
+
+@pytest.mark.parametrize(
+    "arguments, words",
+    [
+        ({"use_gate": True, "gate_activation": "no_such"}, "name of a Keras activation"),
+        ({"use_gate": True, "gate_activation": 3}, "name of a Keras activation"),
+        ({"gate_activation": "softplus"}, "pass `use_gate=True`"),
+    ],
+    ids=["unknown", "not-a-name", "without-a-gate"],
+)
+def test_a_gate_activation_is_checked_in_the_constructor(arguments, words):
+    with pytest.raises(ValueError, match=words):
+        tf_posenc.GroupQueryAttention(8, 4, 2, **arguments)
+
+
+def test_a_softplus_gate_saves_and_applies():
+    layer = tf_posenc.GroupQueryAttention(4, 2, 1, use_gate=True, gate_activation="softplus")
+    x = keras.random.normal((1, 3, 8), seed=1)
+    layer(x, x)
+    copy = tf_posenc.GroupQueryAttention.from_config(json.loads(json.dumps(layer.get_config())))
+    copy(x, x)
+    copy.set_weights(layer.get_weights())
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(copy(x, x)), keras.ops.convert_to_numpy(layer(x, x))
+    )
+    dense = layer._gate_dense
+    raw = np.einsum("bqm,muh->bquh", keras.ops.convert_to_numpy(x), keras.ops.convert_to_numpy(dense.kernel))
+    raw = raw + keras.ops.convert_to_numpy(dense.bias)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(dense(x)), np.log1p(np.exp(raw)), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_differential_attention_is_diffllamas_restated():
+    # A float64 NumPy restatement of transformers 5.25's `DiffLlamaAttention.forward`: one set of
+    # weights over two value halves, the halves of the heads subtracted with lambda, an RMS norm
+    # over each pair's features, `1 - lambda_init`; against the layer and the printed module.
+    layer, weights, theirs = build("diffllama", "DiffLlamaAttention:None")
+    tf_posenc.load_hf_attention_weights(layer, weights, PREFIX)
+    ours = call(layer, 32)
+    w = {name[len(PREFIX) :]: value for name, value in weights.items()}
+    heads, kv_heads, size = layer.num_query_heads, layer.num_key_value_heads, layer.head_dim
+    hidden = module_input(32)[0]
+    positions = np.asarray(MODULE_POSITIONS, "float64")
+    angles = positions[:, None] / 10000.0 ** (np.arange(0, size, 2) / size)
+    cos, sin = (np.concatenate([f(angles)] * 2, -1)[:, None] for f in (np.cos, np.sin))
+
+    def turned(x):
+        return x * cos + np.concatenate([-x[..., size // 2 :], x[..., : size // 2]], -1) * sin
+
+    q = turned((hidden @ w["q_proj.weight"].T).reshape(-1, heads, size))
+    k = turned((hidden @ w["k_proj.weight"].T).reshape(-1, kv_heads, size))
+    v = (hidden @ w["v_proj.weight"].T).reshape(-1, kv_heads, size)
+    group = heads // kv_heads
+    k = np.repeat(k, group, axis=1)
+    v1, v2 = (np.repeat(np.concatenate([part, part], 1), group, axis=1) for part in np.split(v, 2, axis=1))
+    length = len(positions)
+    scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(size)
+    scores = np.where(np.tril(np.ones((length, length), bool)), scores, -np.inf)
+    attention = np.exp(scores - scores.max(-1, keepdims=True))
+    attention /= attention.sum(-1, keepdims=True)
+    out = np.concatenate([np.einsum("hqk,khd->qhd", attention, part) for part in (v1, v2)], -1)
+    first, second = np.split(out, 2, axis=1)
+    lambda_init = 0.8 - 0.6 * np.exp(-0.3 * 0)
+    lambda_ = (
+        np.exp(np.sum(w["lambda_q1"] * w["lambda_k1"]))
+        - np.exp(np.sum(w["lambda_q2"] * w["lambda_k2"]))
+        + lambda_init
+    )
+    combined = first - lambda_ * second
+    combined = combined / np.sqrt(np.mean(combined**2, -1, keepdims=True) + 1e-5) * (1 - lambda_init)
+    restated = combined.reshape(length, -1) @ w["o_proj.weight"].T
+    np.testing.assert_allclose(ours[0], restated, rtol=1e-11, atol=1e-11 * np.abs(restated).max())
+    np.testing.assert_allclose(ours.ravel(), theirs, rtol=1e-9, atol=1e-9 * np.abs(theirs).max())
+
+
+def test_differential_attention_decodes_through_a_cache_and_saves():
+    config = {"model_type": "diffllama", "hidden_size": 32, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "num_hidden_layers": 3}  # fmt: skip
+    layer = tf_posenc.GroupQueryAttention.from_hf_config(config, 2, dtype="float64")
+    assert layer.differential == pytest.approx(0.8 - 0.6 * np.exp(-0.6))
+    x = np.random.RandomState(3).standard_normal((2, 5, 32))
+    full = keras.ops.convert_to_numpy(layer(x, x, use_causal_mask=True))
+    cache = np.zeros((2, 2, 5, 2, 8))
+    prompt, cache = layer(x[:, :3], x[:, :3], cache=cache, cache_update_index=0)
+    steps = [keras.ops.convert_to_numpy(prompt)]
+    for index in (3, 4):
+        step, cache = layer(
+            x[:, index : index + 1], x[:, index : index + 1], cache=cache, cache_update_index=index
+        )
+        steps.append(keras.ops.convert_to_numpy(step))
+    np.testing.assert_allclose(np.concatenate(steps, 1), full, rtol=1e-12, atol=1e-12)
+    copy = tf_posenc.GroupQueryAttention.from_config(json.loads(json.dumps(layer.get_config())))
+    copy(x, x)
+    copy.set_weights(layer.get_weights())
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(copy(x, x, use_causal_mask=True)), full)
+
+
+@pytest.mark.parametrize(
+    "arguments, words",
+    [
+        ({"differential": 1.0}, r"a number in \[0, 1\)"),
+        ({"differential": True}, r"a number in \[0, 1\)"),
+        ({"differential": 0.2, "num_key_value_heads": 1}, "must be even in number"),
+    ],
+    ids=["one", "a-boolean", "odd-key-value-heads"],
+)
+def test_differential_attention_is_checked_in_the_constructor(arguments, words):
+    arguments = {"head_dim": 8, "num_query_heads": 4, "num_key_value_heads": 2, **arguments}
+    with pytest.raises(ValueError, match=words):
+        tf_posenc.GroupQueryAttention(**arguments)

@@ -9,6 +9,7 @@ records (`GroupQueryAttention.from_hf_config`, `load_hf_attention_weights`); not
 imports a layer.
 """
 
+import math
 from typing import NamedTuple
 
 from tf_posenc import _hf_encoder_defaults, _hf_module_defaults
@@ -43,9 +44,11 @@ class Family(NamedTuple):
     for the output projection's. `norm`: a `Norm`, or a function of the config giving one (or
     None). `gate`: `"interleaved"` (the query projection gives each head's query, then its gate:
     Qwen3-Next's), `"separate"` (a projection of its own, one gate per feature) or `"per_head"`
-    (one gate per head); all `sigmoid`. `score_scale`: a config key whose value multiplies the
-    scores of the layers without a window (Ergo's `global_attention_scale`). `refused`: the
-    mechanism the layer does not have. A bias role `g` is the gate projection's."""
+    (one gate per head), or a function of the config giving one of them (or None);
+    `gate_activation` the gate's (`sigmoid`, Laguna's `softplus`). `score_scale`: a config key
+    whose value multiplies the scores of the layers without a window (Ergo's
+    `global_attention_scale`). `refused`: the mechanism the layer does not have. A bias role `g`
+    is the gate projection's."""
 
     names: dict = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj"}
     fused: str | None = None
@@ -55,11 +58,15 @@ class Family(NamedTuple):
     clip_key: str | None = None
     soft_cap_key: str | None = None
     sinks: bool = False
-    gate: str | None = None
+    gate: object = None
+    gate_activation: str = "sigmoid"
     score_scale: str | None = None
     kv_heads: str | None = None  # a config key of its own (DBRX's `attn_config.kv_n_heads`)
     derived_head_dim: bool = False  # `hidden_size // num_attention_heads`, whatever `head_dim` says
     output_norm: str | None = None  # the state-dict name of an RMS norm of the heads' output
+    value_head_dim: str | None = None  # a config key: values of a head size of their own (MiMo's)
+    value_scale: str | None = None  # a config key: the values scaled after their projection
+    differential: bool = False  # DiffLlama's differential attention
     refused: str | None = None
     refused_unrotated: str | None = None  # the mechanism of its layers without rotation
 
@@ -85,6 +92,11 @@ class Module(NamedTuple):
     gate: str | None
     score_scale: float | None
     output_norm: tuple | None = None  # (state-dict name, epsilon): BitNet's `attn_sub_norm`
+    values_from_keys: bool = False  # no value projection: the key projection's output (Gemma 4's)
+    gate_activation: str = "sigmoid"  # Laguna's `softplus`
+    value_head_dim: int | None = None  # narrower values, held `head_dim` wide with zeros (MiMo's)
+    value_scale: float | None = None  # MiMo-V2-Flash's `attention_value_scale`
+    differential: float | None = None  # DiffLlama's `lambda_init`, with its norm's epsilon below
 
 
 _LLAMA = Family().names
@@ -106,14 +118,24 @@ def _molmo2_norm(config):
     return _QK_ALL if config_value(config, "qk_norm_type") == "olmo" else _QK
 
 
+def _lfm3_gate(config):  # LFM3's `use_attention_gate`
+    return None if config_value(config, "use_attention_gate") is False else "per_head"
+
+
+def _step3p5_gate(config):  # Step-3.5's `gating`: off, per head, or per feature
+    gating = config_value(config, "gating")
+    if gating is False:
+        return None
+    return "per_head" if gating in (True, None, "per-head") else "separate"
+
+
+def _laguna_gate(config):  # Laguna's `gating`: per head, or per feature (never off)
+    return "per_head" if config_value(config, "gating") in (True, "per-head") else "separate"
+
+
 def _refused(mechanism):
     return Family(refused=mechanism)
 
-
-_GEMMA4 = _refused(
-    "Gemma 4's layers of different head sizes and key-value heads (`per_layer_config`), keys "
-    "reused as values on its full layers (`attention_k_eq_v`)"
-)
 
 FAMILIES = {
     # Encoders: ModernBERT's fused projection (its bias by `attention_bias`, off by default);
@@ -216,7 +238,12 @@ FAMILIES = {
         ),
     ),
     "gemma3_text": Family(norm=_QK_OFFSET),
-    "gemma3n_text": Family(norm=Norm(values=True)),
+    # Gemma 4's norms scale by `weight` (no `1 + weight`); its head sizes, key-value heads and
+    # keys reused as values come per layer (`layer_sizes`, `values_from_keys`).
+    **dict.fromkeys(
+        ("gemma3n_text", "gemma4_text", "gemma4_unified_text", "diffusion_gemma_text"),
+        Family(norm=Norm(values=True)),
+    ),
     **dict.fromkeys(("olmo2", "olmo3", "olmo_hybrid", "flex_olmo", "minimax_m2"), Family(norm=_QK_ALL)),
     "olmoe": Family(norm=_QK_ALL, clip_key="clip_qkv"),
     "olmo": Family(clip_key="clip_qkv"),
@@ -261,26 +288,22 @@ FAMILIES = {
         names={**_LLAMA, "gate": "gate_proj"}, bias=("attention_bias", "qkvog"), gate="separate"
     ),
     "afmoe": Family(names={**_LLAMA, "gate": "gate_proj"}, norm=_QK, gate="separate"),
-    "lfm3": Family(names={**_LLAMA, "gate": "g_proj"}, norm=_QK, gate="per_head"),
-    "step3p5": Family(names={**_LLAMA, "gate": "g_proj"}, norm=_QK_OFFSET, gate="per_head"),
-    # Mechanisms the layer does not have.
-    "gemma4_text": _GEMMA4,
-    "gemma4_unified_text": _GEMMA4,
-    "diffusion_gemma_text": _GEMMA4,
-    "diffllama": _refused(
-        "DiffLlama's differential attention (two softmaxes subtracted with a learned `lambda`)"
+    "lfm3": Family(names={**_LLAMA, "gate": "g_proj"}, norm=_QK, gate=_lfm3_gate),
+    "step3p5": Family(names={**_LLAMA, "gate": "g_proj"}, norm=_QK_OFFSET, gate=_step3p5_gate),
+    "laguna": Family(
+        names={**_LLAMA, "gate": "g_proj"}, norm=_QK, gate=_laguna_gate, gate_activation="softplus"
     ),
+    # Mechanisms the layer does not have.
+    "diffllama": Family(differential=True),
     "doge": _refused("Doge's dynamic mask (a learned bias per key from `dt_proj` and `A`)"),
     "dory": _refused("Dory's learned query-key scales (`sqk`) and gate (`s_gate`)"),
     # Its projections as `nn.Linear` (a checkpoint packed to ternary weights brings `weight_scale`,
     # which the loader names as unused).
     "bitnet": Family(output_norm="attn_sub_norm"),
     "jetmoe": _refused("JetMoE's mixture of attention experts (its queries and outputs routed per token)"),
-    "laguna": _refused("Laguna's `softplus` output gate"),
-    "mimo_v2_flash": _refused(
-        "MiMo-V2-Flash's values of another head size (`v_head_dim`), scaled values and doubled key-value "
-        "heads on its sliding layers"
-    ),
+    # Values of a head size of their own, scaled; its sliding layers' key-value heads and sinks
+    # come per layer type (`LAYER_MODULES`).
+    "mimo_v2_flash": Family(bias=_QKV_ONLY, value_head_dim="v_head_dim", value_scale="attention_value_scale"),
     "zamba2": _refused(
         "Zamba2's shared attention: inputs twice the hidden size (the hidden states with the embeddings) and "
         "per-layer adapters"
@@ -322,17 +345,46 @@ def config_value(config, key):
     return default(config, key)
 
 
-def _gate(model_type, config, record):
-    """The gate a config turns on: LFM3's `use_attention_gate`, Step-3.5's `gating` (per head, or
-    per feature)."""
-    if model_type == "lfm3" and config_value(config, "use_attention_gate") is False:
-        return None
-    if model_type == "step3p5":
-        gating = config_value(config, "gating")
-        if gating is False:
-            return None
-        return "per_head" if gating in (True, None, "per-head") else "separate"
-    return record.gate
+def layer_sizes(config, index, layer_type):
+    """The sizes layer `index` (of type `layer_type`) has of its own, as {key: value} over the
+    config's (`head_dim`, `num_key_value_heads`, ...): Laguna's `num_attention_heads_per_layer`;
+    its `per_layer_config` entry (keyed 5,
+    "5" or "05"); else, for a type whose config class derives one (`LAYER_SIZES`, printed), the
+    class's derivation (transformers 5.25's `Gemma4TextConfig.__post_init__`): `global_head_dim`
+    (or its default) on that layer type, and `num_global_key_value_heads` where the keys are
+    reused as values or the class has no switch for it."""
+    heads = config_value(config, "num_attention_heads_per_layer")  # Laguna's query heads
+    if heads is not None:
+        return {"num_attention_heads": heads[index]}
+    given = config.get("per_layer_config")
+    if given is not None:
+        for key in (index, str(index), f"{index:02d}"):
+            if key in given:
+                return dict(given[key] or {})
+        return {}
+    model_type = config.get("model_type")
+    derived = _hf_module_defaults.LAYER_SIZES.get(model_type, {}).get(layer_type)
+    if derived is None:
+        return {}
+    sizes = dict(derived)
+    if config.get("global_head_dim") is not None:
+        sizes["head_dim"] = config["global_head_dim"]
+    switch = "attention_k_eq_v"
+    shared = (
+        config_value(config, switch) if switch in _hf_module_defaults.DEFAULTS.get(model_type, {}) else True
+    )
+    if config.get("num_global_key_value_heads") is not None and shared:
+        sizes["num_key_value_heads"] = config["num_global_key_value_heads"]
+    return sizes
+
+
+def values_from_keys(config, layer_type):
+    """Whether layers of `layer_type` take the key projection's output as their values (Gemma 4's
+    `attention_k_eq_v`, printed in `VALUES_FROM_KEYS` with the key that turns it on)."""
+    fact = _hf_module_defaults.VALUES_FROM_KEYS.get(config.get("model_type"))
+    if fact is None or layer_type not in fact["layer_types"]:
+        return False
+    return fact["key"] is None or bool(config_value(config, fact["key"]))
 
 
 def _falcon_layout(config, heads):
@@ -345,10 +397,16 @@ def _falcon_layout(config, heads):
     return heads, "per_head"
 
 
-def module_record(config, heads, kv_heads, head_dim, layer):
-    """The `Module` of decoder layer `layer` (an `attention.AttentionLayer`) of a config read by
-    `_hf_config.read`, with the head counts and size the plan gives; a `ValueError` naming the
-    mechanism for a module the layer does not build."""
+def lambda_init(layer_index):
+    """Differential attention's `lambda_init` of a layer (transformers 5.25's
+    `diffllama.modeling_diffllama.lambda_init_fn`)."""
+    return 0.8 - 0.6 * math.exp(-0.3 * layer_index)
+
+
+def module_record(config, heads, kv_heads, head_dim, layer, layer_type=None, layer_index=0):
+    """The `Module` of decoder layer `layer_index` (`layer`, its `attention.AttentionLayer`, of
+    type `layer_type`) of a config read by `_hf_config.read`, with the head counts and size the
+    plan gives; a `ValueError` naming the mechanism for a module the layer does not build."""
     model_type = config.get("model_type") or ""
     if model_type in _hf_encoder_defaults.DEFAULTS and model_type not in FAMILIES:
         raise ValueError(
@@ -365,6 +423,16 @@ def module_record(config, heads, kv_heads, head_dim, layer):
         )
     if record.derived_head_dim:
         head_dim = config["hidden_size"] // heads
+    by_layer = _hf_module_defaults.LAYER_MODULES.get(model_type, {}).get(layer_type, {})
+    kv_heads = kv_heads * by_layer.get("kv_heads_factor", 1)
+    value_head_dim = None if record.value_head_dim is None else config_value(config, record.value_head_dim)
+    if value_head_dim is not None and value_head_dim > head_dim:
+        raise ValueError(
+            f"The attention module of model_type={model_type!r} needs a mechanism `GroupQueryAttention` "
+            f"does not have: values wider than its queries and keys (`{record.value_head_dim}`). "
+            f"Received: {record.value_head_dim}={value_head_dim}, head_dim={head_dim}"
+        )
+    value_scale = None if record.value_scale is None else config_value(config, record.value_scale)
     if record.kv_heads is not None:
         kv_heads = config_value(config, record.kv_heads) or 1  # DbrxAttentionConfig's default
     fused = record.fused
@@ -402,13 +470,22 @@ def module_record(config, heads, kv_heads, head_dim, layer):
         fused=fused,
         biases=frozenset(biases),
         norm=norm,
-        epsilon=None if norm is None else float(config_value(config, norm.epsilon)),
+        epsilon=float(config_value(config, "rms_norm_eps"))
+        if record.differential
+        else None
+        if norm is None
+        else float(config_value(config, norm.epsilon)),
         clip_qkv=None if clip is None else float(clip),
         soft_cap=None if soft_cap is None else float(soft_cap),
-        sinks=record.sinks,
-        gate=_gate(model_type, config, record),
+        sinks=by_layer.get("sinks", record.sinks),
+        gate=record.gate(config) if callable(record.gate) else record.gate,
+        gate_activation=record.gate_activation,
+        value_head_dim=None if value_head_dim in (None, head_dim) else int(value_head_dim),
+        value_scale=None if value_scale in (None, 1.0) else float(value_scale),
+        differential=lambda_init(layer_index) if record.differential else None,
         score_scale=None if score_scale is None else float(score_scale),
         output_norm=None
         if record.output_norm is None
         else (record.output_norm, float(config_value(config, "rms_norm_eps"))),
+        values_from_keys=values_from_keys(config, layer_type),
     )

@@ -16,11 +16,11 @@ _PARAKEET = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "pos": 
 # test compares them with the classes' own, as printed), and its module's names.
 DEFAULTS = {
     "wav2vec2-conformer": {"hidden_size": 768, "num_attention_heads": 12,
-                           "position_embeddings_type": "relative"},
+                           "position_embeddings_type": "relative", "rotary_embedding_base": 10000},
     "wav2vec2-bert": {"hidden_size": 1024, "num_attention_heads": 16,
-                      "position_embeddings_type": "relative_key"},
+                      "position_embeddings_type": "relative_key", "rotary_embedding_base": 10000},
     "seamless_m4t": {"hidden_size": 1024, "speech_encoder_attention_heads": 16,
-                     "position_embeddings_type": "relative"},
+                     "position_embeddings_type": "relative", "rotary_embedding_base": 10000},
     "parakeet_encoder": {"hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 8,
                          "attention_bias": True},
     "nemotron_asr_streaming_encoder": {"hidden_size": 1024, "num_attention_heads": 8,
@@ -53,7 +53,6 @@ _REFUSED = {
 _TYPES_REFUSED = {
     "relative_key": "Shaw's `relative_key` (a learned distance table clipped to "
     "[-left_max_position_embeddings, right_max_position_embeddings])",
-    "rotary": "`rotary` (it rotates the hidden states before the query and key projections)",
 }
 
 TYPES = (*DEFAULTS, *_PARENTS, *_REFUSED)
@@ -67,6 +66,7 @@ class ConformerAttention(NamedTuple):
     heads: int
     head_dim: int
     relative: bool  # Transformer-XL's positions (`position_embeddings_type="relative"`)
+    rotary_base: float | None  # the hidden states turned before the projections ("rotary")
     biases: bool  # the query, key, value and output projections have biases
     names: dict
 
@@ -101,10 +101,15 @@ def read(config):
             f"The {model_type!r} config's `position_embeddings_type` is {_TYPES_REFUSED[kind]}, which is not "
             f'built; "relative" (Transformer-XL\'s) is. Received: position_embeddings_type={kind!r}'
         )
-    if kind not in ("relative", None):
+    if kind not in ("relative", "rotary", None):
         raise ValueError(
             '`position_embeddings_type` must be "relative", "rotary", "relative_key" or None. '
             f"{_validation.received('position_embeddings_type', kind)}"
+        )
+    if kind == "rotary" and "rotary_embedding_base" not in read:
+        raise ValueError(
+            f"The {model_type!r} attention has no rotary path (`position_embeddings_type` 'rotary' is "
+            "Wav2Vec2-Conformer's). Received: position_embeddings_type='rotary'"
         )
     parakeet = model_type in ("parakeet_encoder", "nemotron_asr_streaming_encoder")
     head_dim = read.get("head_dim") if parakeet else None
@@ -119,6 +124,14 @@ def read(config):
             f"Received: num_key_value_heads={read['num_key_value_heads']}"
         )
     biases = bool(read["attention_bias"]) if parakeet else True
+    rotary_base = float(read["rotary_embedding_base"]) if kind == "rotary" else None
     return ConformerAttention(
-        model_type, hidden, heads, head_dim, kind == "relative", biases, _PARAKEET if parakeet else _WAV2VEC2
+        model_type,
+        hidden,
+        heads,
+        head_dim,
+        kind == "relative",
+        rotary_base,
+        biases,
+        _PARAKEET if parakeet else _WAV2VEC2,
     )

@@ -700,6 +700,7 @@ DEFAULTS = {
         "num_hidden_layers": 30,
         "hidden_size": 2304,
         "num_attention_heads": 8,
+        "head_dim": 256,
         "max_position_embeddings": 131072,
         "sliding_window": 512,
         "rope_parameters": {
@@ -869,6 +870,7 @@ DEFAULTS = {
         "num_hidden_layers": 30,
         "hidden_size": 2304,
         "num_attention_heads": 8,
+        "head_dim": 256,
         "max_position_embeddings": 262144,
         "sliding_window": 1024,
         "rope_parameters": {

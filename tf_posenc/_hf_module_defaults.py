@@ -29,6 +29,10 @@ KEYS = (
     "use_attention_gate",
     "global_attention_scale",
     "key_multiplier",
+    "attention_k_eq_v",
+    "num_attention_heads_per_layer",
+    "v_head_dim",
+    "attention_value_scale",
 )
 
 # The model types whose config class is their own and whose modules are another type's
@@ -73,16 +77,19 @@ DEFAULTS = {
         "num_key_value_heads": 64,
         "attention_bias": False,
         "rms_norm_eps": 1e-06,
+        "v_head_dim": 128,
     },
     "axk2": {
         "num_key_value_heads": 32,
         "attention_bias": False,
         "rms_norm_eps": 1e-06,
+        "v_head_dim": 64,
     },
     "bailing_hybrid": {
         "num_key_value_heads": 32,
         "attention_bias": False,
         "rms_norm_eps": 1e-06,
+        "v_head_dim": 128,
     },
     "bamba": {
         "num_key_value_heads": 8,
@@ -151,16 +158,19 @@ DEFAULTS = {
         "num_key_value_heads": 32,
         "attention_bias": False,
         "rms_norm_eps": 1e-06,
+        "v_head_dim": 128,
     },
     "deepseek_v3": {
         "num_key_value_heads": 128,
         "attention_bias": False,
         "rms_norm_eps": 1e-06,
+        "v_head_dim": 128,
     },
     "deepseek_v32": {
         "num_key_value_heads": 128,
         "attention_bias": False,
         "rms_norm_eps": 1e-06,
+        "v_head_dim": 128,
     },
     "deepseek_v4": {
         "num_key_value_heads": 1,
@@ -194,6 +204,7 @@ DEFAULTS = {
     "dots3_note_text": {
         "attention_bias": False,
         "rms_norm_eps": 1e-05,
+        "v_head_dim": 128,
     },
     "emu3_text_model": {
         "num_key_value_heads": 8,
@@ -289,11 +300,13 @@ DEFAULTS = {
         "num_key_value_heads": 4,
         "attention_bias": False,
         "rms_norm_eps": 1e-06,
+        "attention_k_eq_v": False,
     },
     "gemma4_unified_text": {
         "num_key_value_heads": 4,
         "attention_bias": False,
         "rms_norm_eps": 1e-06,
+        "attention_k_eq_v": False,
     },
     "glm": {
         "num_key_value_heads": 2,
@@ -315,6 +328,7 @@ DEFAULTS = {
         "num_key_value_heads": 20,
         "attention_bias": False,
         "rms_norm_eps": 1e-05,
+        "v_head_dim": 256,
     },
     "glm4v_moe_text": {
         "num_key_value_heads": 8,
@@ -329,11 +343,13 @@ DEFAULTS = {
         "num_key_value_heads": 64,
         "attention_bias": False,
         "rms_norm_eps": 1e-05,
+        "v_head_dim": 256,
     },
     "glm_moe_dsa": {
         "num_key_value_heads": 64,
         "attention_bias": False,
         "rms_norm_eps": 1e-05,
+        "v_head_dim": 256,
     },
     "glm_ocr_text": {
         "num_key_value_heads": 8,
@@ -427,11 +443,13 @@ DEFAULTS = {
         "num_key_value_heads": 32,
         "attention_bias": False,
         "rms_norm_eps": 1e-05,
+        "v_head_dim": 256,
     },
     "hy_v4_vl_text": {
         "num_key_value_heads": 64,
         "attention_bias": False,
         "rms_norm_eps": 1e-05,
+        "v_head_dim": 256,
     },
     "hyperclovax": {
         "num_key_value_heads": 32,
@@ -483,6 +501,7 @@ DEFAULTS = {
         "attention_bias": False,
         "rms_norm_eps": 1e-06,
         "gating": True,
+        "num_attention_heads_per_layer": None,
     },
     "lara_mini": {
         "num_key_value_heads": 4,
@@ -519,6 +538,7 @@ DEFAULTS = {
         "num_key_value_heads": 64,
         "attention_bias": False,
         "rms_norm_eps": 1e-05,
+        "v_head_dim": 128,
     },
     "mellum": {
         "num_key_value_heads": 4,
@@ -529,11 +549,14 @@ DEFAULTS = {
         "num_key_value_heads": 4,
         "attention_bias": False,
         "rms_norm_eps": 1e-05,
+        "v_head_dim": 128,
+        "attention_value_scale": 0.707,
     },
     "minicpm3": {
         "num_key_value_heads": 40,
         "attention_bias": False,
         "rms_norm_eps": 1e-05,
+        "v_head_dim": 64,
     },
     "minicpm5_moe": {
         "num_key_value_heads": 2,
@@ -568,11 +591,13 @@ DEFAULTS = {
         "num_key_value_heads": 32,
         "attention_bias": False,
         "rms_norm_eps": 1e-06,
+        "v_head_dim": 128,
     },
     "mistral_large4_text": {
         "num_key_value_heads": 64,
         "attention_bias": False,
         "rms_norm_eps": 1e-05,
+        "v_head_dim": 128,
     },
     "mixtral": {
         "num_key_value_heads": 8,
@@ -754,6 +779,7 @@ DEFAULTS = {
         "num_key_value_heads": 64,
         "attention_bias": False,
         "rms_norm_eps": 1e-06,
+        "v_head_dim": 128,
     },
     "sarvam_moe": {
         "num_key_value_heads": 4,
@@ -819,6 +845,7 @@ DEFAULTS = {
         "num_key_value_heads": 16,
         "attention_bias": False,
         "rms_norm_eps": 1e-06,
+        "v_head_dim": 128,
     },
     "zamba2": {
         "num_key_value_heads": 32,
@@ -830,4 +857,39 @@ DEFAULTS = {
         "attention_bias": False,
         "rms_norm_eps": 1e-05,
     },
+}
+
+# A default config's head sizes and key-value heads of its own per layer type (its
+# `per_layer_config`, which a config.json may give, or derive from `global_head_dim` and
+# `num_global_key_value_heads`).
+LAYER_SIZES = {
+    "diffusion_gemma_text": {"full_attention": {"head_dim": 512}},
+    "dots3_note_text": {
+        "sliding_attention": {
+            "num_attention_heads": 64,
+            "num_key_value_heads": 64,
+            "kv_lora_rank": 1024,
+            "qk_nope_head_dim": 192,
+        }
+    },
+    "gemma4_text": {"full_attention": {"head_dim": 512}},
+    "gemma4_unified_text": {"full_attention": {"head_dim": 512}},
+}
+
+# The layer types whose module has no value projection, its values being the key
+# projection's output before the key norm and rotation, and the config key that turns
+# this on (None: always).
+VALUES_FROM_KEYS = {
+    "diffusion_gemma_text": {"key": None, "layer_types": ["full_attention"]},
+    "gemma4_text": {"key": "attention_k_eq_v", "layer_types": ["full_attention"]},
+    "gemma4_unified_text": {"key": "attention_k_eq_v", "layer_types": ["full_attention"]},
+}
+
+# Where a type's attention modules differ by layer type in their key-value heads (a
+# multiple of the config's `num_key_value_heads`) or in having sinks.
+LAYER_MODULES = {
+    "mimo_v2_flash": {
+        "full_attention": {"kv_heads_factor": 1, "sinks": False},
+        "sliding_attention": {"kv_heads_factor": 2, "sinks": True},
+    }
 }

@@ -107,10 +107,17 @@ def load_hf_attention_weights(layer, weights, prefix):
     names = module.projections
     matrices, biases = {}, {}
     if module.fused is None:
-        for role in ("q", "k", "v"):
+        for role in ("q", "k") if module.values_from_keys else ("q", "k", "v"):
             matrices[role] = take(f"{names[role]}.weight")
             if role in module.biases:
                 biases[role] = take(f"{names[role]}.bias")
+        if module.values_from_keys:
+            # Gemma 4's `attention_k_eq_v`: no value projection, the values being the key
+            # projection's output; the layer's value projection takes the key's weights (the same
+            # product, before the key norm and rotation, which the values do not take).
+            matrices["v"] = matrices["k"]
+            if "k" in biases:
+                biases["v"] = biases["k"]
     else:
         fused_rows = (heads + 2 * kv_heads) * head_dim
         matrices["q"], matrices["k"], matrices["v"] = _split_fused(
@@ -138,6 +145,14 @@ def load_hf_attention_weights(layer, weights, prefix):
         if "q" in biases:
             pair = _shaped(biases["q"], (heads, 2, head_dim), f"{prefix}{names['q']}.bias")
             biases["q"], biases["gate"] = pair[:, 0].reshape(-1), pair[:, 1].reshape(-1)
+    if module.value_head_dim is not None:
+        # MiMo-V2-Flash's narrower values, held `head_dim` wide: each head's extra features have
+        # zero weights in and out, so they add exactly nothing to the output.
+        matrices["v"], matrices["o"], biases = _widened_values(module, matrices, biases, prefix)
+    if module.value_scale is not None:  # the values scaled after their projection, folded into it
+        matrices["v"] = matrices["v"] * module.value_scale
+        if "v" in biases:
+            biases["v"] = biases["v"] * module.value_scale
     rows = {"q": heads, "k": kv_heads, "v": kv_heads, "gate": heads}
     values = {}
     for role, sublayer in (("q", "query"), ("k", "key"), ("v", "value"), ("gate", "gate")):
@@ -165,9 +180,34 @@ def load_hf_attention_weights(layer, weights, prefix):
             values.update(_norm_values(module, norm_layer, name, count, take, prefix))
     if module.sinks:
         values["sinks"] = source.shaped("sinks", (heads,))
+    if module.differential is not None:
+        for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+            values[name] = source.shaped(name, (head_dim,))
     if module.output_norm is not None:
         values["output_norm/scale"] = source.shaped(f"{module.output_norm[0]}.weight", (heads, head_dim))
     _finish(layer, module, source, "its module has a mechanism the layer lacks", values)
+
+
+def _widened_values(module, matrices, biases, prefix):
+    """The value projection's rows and the output projection's columns of values `value_head_dim`
+    wide, placed in heads `head_dim` wide with zeros beside them."""
+    hidden, heads, kv_heads = module.hidden_size, module.heads, module.kv_heads
+    narrow, wide = module.value_head_dim, module.head_dim
+    names = module.projections
+    value = _shaped(matrices["v"], (kv_heads * narrow, hidden), f"{prefix}{names['v']}.weight")
+    widened = np.zeros((kv_heads, wide, hidden))
+    widened[:, :narrow] = value.reshape(kv_heads, narrow, hidden)
+    output = _shaped(matrices["o"], (hidden, heads * narrow), f"{prefix}{names['o']}.weight")
+    columns = np.zeros((hidden, heads, wide))
+    columns[:, :, :narrow] = output.reshape(hidden, heads, narrow)
+    biases = dict(biases)
+    if "v" in biases:
+        bias = np.zeros((kv_heads, wide))
+        bias[:, :narrow] = _shaped(biases["v"], (kv_heads * narrow,), f"{prefix}{names['v']}.bias").reshape(
+            kv_heads, narrow
+        )
+        biases["v"] = bias.reshape(-1)
+    return widened.reshape(kv_heads * wide, hidden), columns.reshape(hidden, heads * wide), biases
 
 
 class _Weights:

@@ -469,8 +469,8 @@ def defaults():
         for key in READ:
             try:
                 value = getattr(text, key)
-            except Exception:  # Gemma 4's per-layer keys refuse a global read
-                continue
+            except Exception:  # Gemma 4's per-layer keys refuse a global read: the config's own
+                value = text.to_dict().get(key)
             if value is not None:
                 values[key] = value
         rope = getattr(text, "rope_parameters", None) or getattr(text, "rope_scaling", None)
@@ -828,6 +828,9 @@ def module_config(text_type, parents, wide=False, switches=None):
         if hasattr(text, key) or key in getattr(type(text), "attribute_map", {}):
             setattr(text, key, value)
             given[key] = value
+    if getattr(text, "num_attention_heads_per_layer", None) is not None:
+        # Laguna's, derived at init from the class's default heads: the heads set above
+        text.num_attention_heads_per_layer = [text.num_attention_heads] * text.num_hidden_layers
     for key, value in (switches or {}).items():
         if "." in key:  # DBRX's `attn_config.clip_qkv`
             outer, inner = key.split(".")
@@ -835,6 +838,11 @@ def module_config(text_type, parents, wide=False, switches=None):
         else:
             setattr(text, key, value)
             given[key] = value
+    init_only = {key: value for key, value in (switches or {}).items() if key in INIT_ONLY}
+    if init_only:  # derived into `per_layer_config` by the class's `__post_init__`: built again
+        values = {key: value for key, value in text.to_dict().items() if key != "per_layer_config"}
+        text = type(text)(**{**values, **init_only})
+        text._attn_implementation = "eager"
     if text_type == "dbrx":  # the attention's own config, which its module reads
         given["attn_config"] = {
             "clip_qkv": text.attn_config.clip_qkv,
@@ -1039,7 +1047,24 @@ MODULE_LAYOUTS = {
     # its own (away from `head_dim`).
     "falcon_h1": {"keys": {"key_multiplier": 0.7}},
     "vaultgemma": {"scalar": {"query_pre_attn_scalar": 24}},
+    # Keys reused as values on the full layers, with key-value heads and a head size of their own.
+    **dict.fromkeys(
+        ("gemma4_text", "gemma4_unified_text"),
+        {"k_eq_v": {"attention_k_eq_v": True, "num_global_key_value_heads": 1, "global_head_dim": 64}},
+    ),
+    "diffusion_gemma_text": {"heads": {"num_global_key_value_heads": 1, "global_head_dim": 64}},
+    # Query heads per layer, a sliding layer; a gate per feature.
+    "laguna": {
+        "layers": {
+            "layer_types": ["full_attention", "sliding_attention"] * 20,
+            "num_attention_heads_per_layer": [4, 6] * 20,
+        },
+        "features": {"gating": "per-feature"},
+    },
 }
+# Keys a config class's `__post_init__` takes and derives `per_layer_config` from, keeping
+# neither (Gemma 4's head size and key-value heads of its full layers).
+INIT_ONLY = ("global_head_dim", "num_global_key_value_heads")
 # Layers whose decoder gives their attention module no rows (LaraMini's full-attention layers,
 # `position_embeddings if layer_type == "sliding_attention" else None`), which it would apply.
 ROWS_WITHHELD = {"lara_mini": "full_attention"}
@@ -1094,14 +1119,18 @@ MODULE_KEYS = (
     "use_attention_gate",
     "global_attention_scale",
     "key_multiplier",
+    "attention_k_eq_v",
+    "num_attention_heads_per_layer",
+    "v_head_dim",
+    "attention_value_scale",
 )
 
 
 def module_defaults():
     """Writes tf_posenc/_hf_module_defaults.py: each text model type's config-class defaults of
     `MODULE_KEYS` (those its config has)."""
-    lines = []
-    for text_type, (parents, _) in sorted(rotary_text_models().items()):
+    lines, per_layer, from_keys, by_layer = [], {}, {}, {}
+    for text_type, (parents, module_name) in sorted(rotary_text_models().items()):
         try:
             text = text_config(text_type, parents)
         except Exception:
@@ -1116,9 +1145,22 @@ def module_defaults():
             # `KEYS` tells from one it lacks (a key transformers ignores).
             if value is None or isinstance(value, (bool, int, float, str)):
                 values[key] = value
+            elif getattr(type(text), "__dataclass_fields__", {}).get(key) is not None:
+                # A list its `__post_init__` derives (Laguna's heads per layer): the class's own
+                # key, its declared default.
+                values[key] = type(text).__dataclass_fields__[key].default
         lines.append(f"    {json.dumps(text_type)}: {{")
         lines.extend(f"        {json.dumps(key)}: {value!r}," for key, value in values.items())
         lines.append("    },")
+        sizes = layer_sizes(text)
+        if sizes:
+            per_layer[text_type] = sizes
+        shared = values_from_keys(text_type, parents, importlib.import_module(module_name))
+        if shared:
+            from_keys[text_type] = shared
+        differ = layer_modules(text_type, parents, importlib.import_module(module_name))
+        if differ:
+            by_layer[text_type] = differ
     header = (
         '"""Internal, generated by `python tools/print_transformers.py module_defaults` '
         f"(transformers {transformers.__version__}):\n"
@@ -1132,8 +1174,105 @@ def module_defaults():
         f"ALIASES = {aliases()!r}\n\n"
         "DEFAULTS = {\n"
     )
+    footer = (
+        "\n# A default config's head sizes and key-value heads of its own per layer type (its\n"
+        "# `per_layer_config`, which a config.json may give, or derive from `global_head_dim` and\n"
+        "# `num_global_key_value_heads`).\n"
+        f"LAYER_SIZES = {per_layer!r}\n\n"
+        "# The layer types whose module has no value projection, its values being the key\n"
+        "# projection's output before the key norm and rotation, and the config key that turns\n"
+        "# this on (None: always).\n"
+        f"VALUES_FROM_KEYS = {from_keys!r}\n\n"
+        "# Where a type's attention modules differ by layer type in their key-value heads (a\n"
+        "# multiple of the config's `num_key_value_heads`) or in having sinks.\n"
+        f"LAYER_MODULES = {by_layer!r}\n"
+    )
     target = ROOT / "tf_posenc" / "_hf_module_defaults.py"
-    target.write_text(header + "\n".join(lines) + "\n}\n")
+    target.write_text(header + "\n".join(lines) + "\n}\n" + footer)
+
+
+def layer_sizes(text):
+    """{layer type: {key: value}}: the overrides of a default config's `per_layer_config`, where
+    every layer of a type has the same."""
+    try:
+        given = text.to_dict().get("per_layer_config")
+    except Exception:
+        return {}
+    kinds = getattr(text, "layer_types", None)
+    if not given or not kinds:
+        return {}
+    found = {}
+    for index, kind in enumerate(kinds):
+        overrides = dict(given.get(f"{index:02d}", given.get(str(index), {})) or {})
+        if found.setdefault(kind, overrides) != overrides:
+            raise ValueError(f"{text.model_type}: layers of type {kind} differ in size")
+    return {kind: overrides for kind, overrides in found.items() if overrides}
+
+
+def layer_modules(text_type, parents, module):
+    """{layer type: {"kv_heads_factor": f, "sinks": bool}} where a type's attention modules, built
+    at `module_config`'s sizes, differ by layer type in their key-value heads (as a multiple of
+    the config's) or in having sinks (MiMo-V2-Flash's sliding layers); or None."""
+    try:
+        text, _ = module_config(text_type, parents)
+        _, layers = text_model(text, module)
+        configured = text.num_key_value_heads
+    except Exception:
+        return None
+    kinds = getattr(text, "layer_types", None)
+    if not kinds or not configured:
+        return None
+    found = {}
+    for index, layer in enumerate(layers):
+        kind = kinds[index] if index < len(kinds) else None
+        attention = attention_of(layer)
+        if kind in found or attention is None:
+            continue
+        shapes = {name: tuple(value.shape) for name, value in attention.named_parameters()}
+        head_dim = getattr(attention, "head_dim", None)
+        if "k_proj.weight" not in shapes or not head_dim:
+            continue
+        factor = shapes["k_proj.weight"][0] / head_dim / configured
+        found[kind] = {
+            "kv_heads_factor": int(factor) if factor.is_integer() else factor,
+            "sinks": "sinks" in shapes,
+        }
+    if len({json.dumps(value, sort_keys=True) for value in found.values()}) <= 1:
+        return None
+    return found
+
+
+def values_from_keys(text_type, parents, module):
+    """{"key": the config key turning it on or None, "layer_types": [...]}: the layers whose
+    attention module has a key projection and no value projection, built with the switch
+    `attention_k_eq_v` off and on where the config has it; or None."""
+    found = {}
+    for switch in (False, True):
+        try:
+            text, _ = module_config(text_type, parents)
+        except Exception:
+            return None
+        if hasattr(text, "attention_k_eq_v"):
+            text.attention_k_eq_v = switch
+        elif switch:
+            break
+        try:
+            _, layers = text_model(text, module)
+        except Exception:
+            return None
+        kinds = getattr(text, "layer_types", None) or [None] * len(layers)
+        without = set()
+        for index, layer in enumerate(layers):
+            attention = attention_of(layer)
+            names = {name for name, _ in attention.named_parameters()} if attention is not None else set()
+            if "k_proj.weight" in names and not any(name.startswith("v_proj.") for name in names):
+                without.add(kinds[index] if index < len(kinds) else None)
+        found[switch] = sorted(without, key=str)
+    if found.get(False):
+        return {"key": None, "layer_types": found[False]}
+    if found.get(True):
+        return {"key": "attention_k_eq_v", "layer_types": found[True]}
+    return None
 
 
 ENCODERS = TESTS / "transformers_encoders_5_25.json"
@@ -2109,6 +2248,17 @@ CONFORMER_CASES = {
         "NemotronAsrStreamingEncoderConfig", "nemotron_asr_streaming.NemotronAsrStreamingEncoderAttention",
         "nemotron_asr_streaming.NemotronAsrStreamingEncoderRelPositionalEncoding",
         {"num_key_value_heads": 4}),
+    # The rotary path: the hidden states turn before the query and key projections.
+    "wav2vec2-conformer:rotary": (
+        "Wav2Vec2ConformerConfig", "wav2vec2_conformer.Wav2Vec2ConformerSelfAttention",
+        "wav2vec2_conformer.Wav2Vec2ConformerRotaryPositionalEmbedding",
+        {"position_embeddings_type": "rotary"}),
+    "wav2vec2-bert:rotary": ("Wav2Vec2BertConfig", "wav2vec2_bert.Wav2Vec2BertSelfAttention",
+                             "wav2vec2_bert.Wav2Vec2BertRotaryPositionalEmbedding",
+                             {"position_embeddings_type": "rotary", "rotary_embedding_base": 500}),
+    "seamless_m4t:rotary": ("SeamlessM4TConfig", "seamless_m4t.SeamlessM4TConformerSelfAttention",
+                            "seamless_m4t.SeamlessM4TConformerRotaryPositionalEmbedding",
+                            {"speech_encoder_attention_heads": 4, "position_embeddings_type": "rotary"}),
 }  # fmt: skip
 
 
@@ -2179,7 +2329,7 @@ def conformer_attention():
                        "nemotron_asr_streaming_encoder"):  # fmt: skip
         whole = transformers.CONFIG_MAPPING[model_type]().to_dict()
         keys = ("hidden_size", "num_attention_heads", "speech_encoder_attention_heads", "num_key_value_heads",
-                "attention_bias", "position_embeddings_type")  # fmt: skip
+                "attention_bias", "position_embeddings_type", "rotary_embedding_base")  # fmt: skip
         defaults[model_type] = {key: whole[key] for key in keys if key in whole}
     source = f"transformers {transformers.__version__}: the attention classes named per case, forward"
     CONFORMER_ATTENTION.write_text(

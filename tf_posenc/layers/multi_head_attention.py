@@ -80,6 +80,34 @@ def _newer_keras_arguments(sliding_window, use_gate):
     return {name: value for name, (value, default) in given.items() if value is not default}
 
 
+def _gate_activation(name, gated):
+    """The output gate's activation: Keras's `sigmoid`, or another Keras activation by name
+    (Laguna's `softplus`), which only a gated layer takes."""
+    expected = "`gate_activation` must be the name of a Keras activation, such as 'sigmoid' or 'softplus'."
+    try:
+        known = isinstance(name, str) and keras.activations.get(name) is not None
+    except ValueError:
+        known = False
+    if not known:
+        raise ValueError(f"{expected} {_validation.received('gate_activation', name)}")
+    if name != "sigmoid" and not gated:
+        raise ValueError(
+            "`gate_activation` is the output gate's: pass `use_gate=True` with it. "
+            f"{_validation.received('gate_activation', name)}"
+        )
+    return name
+
+
+def _differential(value):
+    """Differential attention's `lambda_init`, a number in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ValueError(
+            "`differential` must be None or differential attention's `lambda_init`, a number in [0, 1). "
+            f"{_validation.received('differential', value)}"
+        )
+    return float(value)
+
+
 def _identity(features):
     return features
 
@@ -248,7 +276,7 @@ class PositionedAttentionMixin:
 
     def _init_positions(self, *, rope, position_bias, scaling, temperature, chunk_size, logit_soft_cap,
                         query_norm, key_norm, value_norm, output_norm, norm_after_rope, clip_qkv, use_sinks,
-                        is_causal):  # fmt: skip
+                        is_causal, gate_activation, rotate_inputs, differential):  # fmt: skip
         self.rope = _optional_layer("rope", rope, (RotaryEmbedding,), "a `RotaryEmbedding`")
         if self.rope is not None and self._head_dim % 2:
             raise ValueError(
@@ -295,6 +323,18 @@ class PositionedAttentionMixin:
         self.clip_qkv = None if clip_qkv is None else _validation.positive_number("clip_qkv", clip_qkv)
         self.use_sinks = _validation.boolean("use_sinks", use_sinks)
         self.is_causal = None if is_causal is None else _validation.boolean("is_causal", is_causal)
+        self.gate_activation = _gate_activation(gate_activation, self._gated())
+        self.rotate_inputs = _validation.boolean("rotate_inputs", rotate_inputs)
+        if self.rotate_inputs and self.rope is None:
+            raise ValueError(
+                "`rotate_inputs` says where the `rope` turns: pass a `rope` with it. Received: rope=None"
+            )
+        self.differential = None if differential is None else _differential(differential)
+        if self.differential is not None and (self._heads % 2 or self._kv_heads % 2):
+            raise ValueError(
+                "Differential attention pairs heads: the query and key-value heads must be even in number. "
+                f"Received: {self._heads} query heads and {self._kv_heads} key-value heads"
+            )
 
     def _compute_dtype_inputs(self, *tensors):
         """The floating inputs in the compute dtype, as Keras's autocast gives them; positions,
@@ -327,6 +367,8 @@ class PositionedAttentionMixin:
 
     def build(self, query_shape, value_shape, key_shape=None):
         super().build(query_shape, value_shape, key_shape)
+        if self._gated() and self.gate_activation != "sigmoid":  # Keras's gate is a sigmoid's
+            self._gate_dense.activation = keras.activations.get(self.gate_activation)
         self._build_positions()
 
     def compute_output_spec(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
@@ -337,7 +379,13 @@ class PositionedAttentionMixin:
         return self._call_spec(spec, query, value, key, return_attention_scores, cache)
 
     def get_config(self):
-        config = {**super().get_config(), **self._position_config()}
+        config = {
+            **super().get_config(),
+            **self._position_config(),
+            "gate_activation": self.gate_activation,
+            "rotate_inputs": self.rotate_inputs,
+            "differential": self.differential,
+        }
         module = getattr(self, "_hf_module", None)
         if module is not None:
             # What `from_hf_config` read, so that a reloaded layer takes transformers' weights.
@@ -385,15 +433,24 @@ class PositionedAttentionMixin:
         if self.use_sinks:
             # gpt-oss's `sinks`: a logit per head that takes part in the softmax and weights no value.
             self.sinks = self.add_weight(name="sinks", shape=(self._heads,), initializer="zeros")
+        if self.differential is not None:
+            # DiffLlama's `lambda_q1`, `lambda_k1`, `lambda_q2`, `lambda_k2`, drawn as its are.
+            for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+                initializer = keras.initializers.RandomNormal(stddev=0.1, seed=self.seed)
+                setattr(
+                    self, name, self.add_weight(name=name, shape=(self._head_dim,), initializer=initializer)
+                )
         norms = (
-            (self.query_norm, self._heads),
-            (self.key_norm, self._kv_heads),
-            (self.value_norm, self._kv_heads),
-            (self.output_norm, self._heads),
-        )
-        for norm, heads in norms:
+            (self.query_norm, self._heads, self._head_dim),
+            (self.key_norm, self._kv_heads, self._head_dim),
+            (self.value_norm, self._kv_heads, self._head_dim),
+            # With differential attention, over each pair of heads' 2 * head_dim features.
+            (self.output_norm, *((self._heads // 2, 2 * self._head_dim) if self.differential is not None
+                                 else (self._heads, self._head_dim))),
+        )  # fmt: skip
+        for norm, heads, size in norms:
             if norm is not None and not norm.built:
-                norm.build((None, None, heads, self._head_dim))
+                norm.build((None, None, heads, size))
 
     def _build_disentangled(self):
         """DeBERTa's position projections of the table: the layer's own query and key projections
@@ -480,6 +537,16 @@ class PositionedAttentionMixin:
         # The masks are applied below, to the scores: the projections must not see them (a new
         # tensor of the same values carries none).
         query, value, key = (ops.copy(x) if hasattr(x, "_keras_mask") else x for x in (query, value, key))
+        if self.rotate_inputs:
+            # Wav2Vec2-Conformer's rotary: the query and key inputs turn, viewed as the layer's
+            # heads, before their projections; the values' input does not.
+            if cache is not None:
+                raise ValueError(
+                    "A layer with `rotate_inputs` turns its inputs before projecting them, so it takes no "
+                    "`cache` of projected keys. Received: a cache"
+                )
+            query = self._turned_input("query", query, query_positions)
+            key = self._turned_input("key", key, key_positions)
         gate = self._gate_dense(query) if self._gated() else None
         queries = self._query_dense(query)
         keys, values = self._key_dense(key), self._value_dense(value)
@@ -509,7 +576,7 @@ class PositionedAttentionMixin:
         if query_where.get("positions") is not None:
             query_where["positions"] = _for_rope(query_positions)
         rotate = None
-        if self.rope is not None:
+        if self.rope is not None and not self.rotate_inputs:
             rows = self.rope.rows(queries, **query_where)
 
             def rotate(features):
@@ -536,7 +603,7 @@ class PositionedAttentionMixin:
             key_positions = self._checked_positions("key_positions", key_positions, like=keys, start=0)
             if key_where.get("positions") is not None:
                 key_where["positions"] = _for_rope(key_positions)
-            if self.rope is not None:
+            if self.rope is not None and not self.rotate_inputs:
                 keys = rotate(keys) if same else ops.cast(self.rope(keys, **key_where), keys.dtype)
             keys = key_norm(keys)
         if self.temperature is not None:
@@ -550,6 +617,8 @@ class PositionedAttentionMixin:
             value_mask=value_mask, key_mask=key_mask, attention_mask=attention_mask,
             use_causal_mask=use_causal_mask, segment_ids=segment_ids, batch=queries.shape[0],
         )  # fmt: skip
+        if self.differential is not None:
+            values = self._differential_values(values)
         keys, values = self._expand_kv(keys), self._expand_kv(values)
         bias = None
         if self._disentangled():
@@ -579,7 +648,9 @@ class PositionedAttentionMixin:
             return_scores=return_attention_scores,
             training=training,
         )
-        if self.output_norm is not None:  # BitNet's `attn_sub_norm`, before the output projection
+        if self.differential is not None:
+            output = self._differential_output(output)
+        elif self.output_norm is not None:  # BitNet's `attn_sub_norm`, before the output projection
             output = self.output_norm(output)
         output = self._output_dense(output if gate is None else ops.multiply(output, gate))
         if cache is not None:
@@ -588,6 +659,48 @@ class PositionedAttentionMixin:
 
     def _checked_positions(self, name, positions, *, like, start):
         return checked_call_positions(name, positions, like=like, start=start)
+
+    def _differential_values(self, values):
+        """DiffLlama's values: the key-value heads' two halves, each tiled over both halves of
+        the heads, side by side (`(batch, length, kv_heads, 2 * head_dim)`)."""
+        half = self._kv_heads // 2
+        first, second = values[:, :, :half], values[:, :, half:]
+        tiled = [ops.concatenate([part, part], axis=2) for part in (first, second)]
+        return ops.concatenate(tiled, axis=-1)
+
+    def _differential_output(self, output):
+        """Differential attention's heads (Ye et al., 2024; DiffLlama): head `h` of the first half
+        minus lambda times head `h` of the second, normed over their `2 * head_dim` features
+        (`output_norm`) and scaled by `1 - lambda_init`."""
+        half = self._heads // 2
+        lambda_ = (
+            ops.exp(ops.sum(self.lambda_q1 * self.lambda_k1))
+            - ops.exp(ops.sum(self.lambda_q2 * self.lambda_k2))
+            + self.differential
+        )
+        combined = output[:, :, :half] - ops.cast(lambda_, output.dtype) * output[:, :, half:]
+        if self.output_norm is not None:
+            combined = self.output_norm(combined)
+        combined = combined * ops.convert_to_tensor(1.0 - self.differential, combined.dtype)
+        shape = ops.shape(output)
+        return ops.reshape(combined, (shape[0], shape[1], self._heads, self._head_dim))
+
+    def _turned_input(self, role, inputs, positions):
+        """`inputs` `(batch, length, width)` turned by the rope at `positions`, viewed as the
+        layer's heads of `width / heads` features each."""
+        width = inputs.shape[-1]
+        if width is None or width % (2 * self._heads):
+            raise ValueError(
+                f"With `rotate_inputs` the {role} inputs turn as {self._heads} heads of pairs: their width "
+                f"must be a multiple of {2 * self._heads}. Received: {role} inputs of width {width}"
+            )
+        heads = ops.reshape(inputs, (-1, ops.shape(inputs)[1], self._heads, width // self._heads))
+        name = f"{role}_positions"
+        checked = self._checked_positions(name, positions, like=heads, start=0)
+        where = _rope_where(positions, 0)
+        if where.get("positions") is not None:
+            where["positions"] = _for_rope(checked)
+        return ops.reshape(ops.cast(self.rope(heads, **where), inputs.dtype), ops.shape(inputs))
 
     def _with_cache(self, cache, *, cache_update_index, keys, values, prepare):
         """keras-hub's `CachedMultiHeadAttention` convention: `cache` `(batch, 2, slots, kv_heads,
@@ -647,7 +760,11 @@ class PositionedAttentionMixin:
             if bias is not None:
                 bias = ops.where(ops.expand_dims(blind, 1), ops.zeros_like(bias), bias)
         explicit = (
-            return_scores or self.logit_soft_cap is not None or self.use_sinks or self._dropout_rate() > 0.0
+            return_scores
+            or self.logit_soft_cap is not None
+            or self.use_sinks
+            or self._dropout_rate() > 0.0
+            or self.differential is not None  # values twice as wide as the keys
         )
         if not explicit:
             mask = None if mask is None else ops.expand_dims(mask, 1)
@@ -760,6 +877,20 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
             masks every call causally, `use_causal_mask` or not; `False` says the model attends
             both ways and refuses `use_causal_mask=True`; `None` leaves it to each call, as
             Keras does. Defaults to `None`.
+        gate_activation: String: the activation of Keras's output gate (`use_gate`), a Keras
+            activation's name: Keras's `"sigmoid"`, or Laguna's `"softplus"`. Defaults to
+            `"sigmoid"`.
+        differential: Optional number in [0, 1): differential attention's `lambda_init`
+            (DiffLlama's, `0.8 - 0.6 * exp(-0.3 * layer_index)`). The heads pair up, `h` with
+            `h + num_heads / 2`: both attend with the same weights over the value heads' two
+            halves side by side, and their outputs combine as the first minus lambda times the
+            second, lambda being `exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) +
+            lambda_init` (four learned weights of `head_dim`), then `output_norm` over the pair's
+            features, times `1 - lambda_init`. Defaults to `None`.
+        rotate_inputs: Boolean: the `rope` turns the query and key inputs, viewed as
+            `num_heads` heads, before their projections, not the projected queries and keys
+            (Wav2Vec2-Conformer's `position_embeddings_type="rotary"`); the value input does
+            not turn, and the layer takes no cache. Defaults to `False`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -827,6 +958,9 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
         clip_qkv=None,
         use_sinks=False,
         is_causal=None,
+        gate_activation="sigmoid",
+        rotate_inputs=False,
+        differential=None,
         **kwargs,
     ):
         keras_arguments = {
@@ -844,6 +978,7 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
             chunk_size=chunk_size, logit_soft_cap=logit_soft_cap, query_norm=query_norm,
             key_norm=key_norm, value_norm=value_norm, output_norm=output_norm,
             norm_after_rope=norm_after_rope, clip_qkv=clip_qkv, use_sinks=use_sinks, is_causal=is_causal,
+            gate_activation=gate_activation, rotate_inputs=rotate_inputs, differential=differential,
         )  # fmt: skip
         if self._positions_in_use() and attention_axes not in (None, 1, (1,), [1]):
             used = ", ".join(
@@ -1045,6 +1180,9 @@ def _conformer_attention(config, layer_index):
         whole = _hf_config.as_dict(whole.get("encoder_config") or {})
     _hf_config.encoder_layer_index(layer_index, whole.get("num_hidden_layers"))
     arguments = {"use_bias": module.biases, "is_causal": False}
+    if module.rotary_base is not None:  # its hidden states turn before the projections
+        arguments["rope"] = RotaryEmbedding(max_wavelength=module.rotary_base)
+        arguments["rotate_inputs"] = True
     if not module.relative:
         return module, arguments, None
 
@@ -1129,8 +1267,8 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
     initializers, regularizers and constraints, `use_gate`, `seed`); then, keyword-only,
     `MultiHeadAttention`'s `rope`, `position_bias`, `scaling` (defaulting to
     `1 / sqrt(head_dim)`), `temperature`, `chunk_size`, `logit_soft_cap`, `query_norm`,
-    `key_norm`, `value_norm`, `output_norm`, `norm_after_rope`, `clip_qkv`, `use_sinks` and
-    `is_causal`.
+    `key_norm`, `value_norm`, `output_norm`, `norm_after_rope`, `clip_qkv`, `use_sinks`,
+    `is_causal`, `gate_activation`, `rotate_inputs` and `differential`.
     Keras's `use_gate` is the output gate of Qwen3-Next and Qwen3.5 (`sigmoid` of a projection
     of the query input, multiplying each head's output).
 
@@ -1184,6 +1322,9 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
         clip_qkv=None,
         use_sinks=False,
         is_causal=None,
+        gate_activation="sigmoid",
+        rotate_inputs=False,
+        differential=None,
         **kwargs,
     ):
         keras_arguments = {
@@ -1202,6 +1343,7 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
             chunk_size=chunk_size, logit_soft_cap=logit_soft_cap, query_norm=query_norm,
             key_norm=key_norm, value_norm=value_norm, output_norm=output_norm,
             norm_after_rope=norm_after_rope, clip_qkv=clip_qkv, use_sinks=use_sinks, is_causal=is_causal,
+            gate_activation=gate_activation, rotate_inputs=rotate_inputs, differential=differential,
         )  # fmt: skip
 
     @property
@@ -1286,10 +1428,17 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
                 "(Gemma 3n's and 4's shared layers): build it with `cache=` that layer's cache and no "
                 "`cache_update_index`; `from_hf_config` builds layers with keys of their own."
             )
-        heads = read["num_attention_heads"]
-        head_dim = read.get("head_dim") or read["hidden_size"] // heads
-        kv_heads = _hf_attention.config_value(read, "num_key_value_heads") or heads
-        module = _hf_attention.module_record(read, heads, kv_heads, head_dim, entry)
+        kinds = _hf_config.layer_types_of(read)
+        layer_type = kinds[layer_index] if layer_index < len(kinds) else None
+        sizes = _hf_attention.layer_sizes(read, layer_index, layer_type)
+        heads = sizes.get("num_attention_heads") or read["num_attention_heads"]
+        head_dim = sizes.get("head_dim") or read.get("head_dim") or read["hidden_size"] // heads
+        kv_heads = (
+            sizes.get("num_key_value_heads")
+            or _hf_attention.config_value(read, "num_key_value_heads")
+            or heads
+        )
+        module = _hf_attention.module_record(read, heads, kv_heads, head_dim, entry, layer_type, layer_index)
         rope = None if entry.rope is None else _rope_in_dtype(entry.rope, kwargs)
         scaling = entry.scaling
         if module.score_scale is not None:
@@ -1312,10 +1461,17 @@ class GroupQueryAttention(PositionedAttentionMixin, keras.layers.GroupQueryAtten
                     f"Keras's `use_gate` (Keras 3.14 and later). Received: Keras {keras.__version__}"
                 )
             arguments["use_gate"] = True
+            arguments["gate_activation"] = module.gate_activation
         if entry.sliding_window is not None:
             # transformers' causal window (q - W < k <= q) is Keras's band of W with the causal
             # mask; its bidirectional one (|q - k| <= W) is Keras's band of W + 1.
             arguments["sliding_window"] = entry.sliding_window + (0 if entry.causal else 1)
+        if module.differential is not None:  # DiffLlama's: its `groupnorm`, RMS without a scale
+            options = {"dtype": kwargs["dtype"]} if "dtype" in kwargs else {}
+            arguments["differential"] = module.differential
+            arguments["output_norm"] = HeadNormalization(
+                method="rms", epsilon=module.epsilon, scale=False, name="output_norm", **options
+            )
         if module.output_norm is not None:  # over all heads' features, a scale per feature
             name, epsilon = module.output_norm
             options = {"dtype": kwargs["dtype"]} if "dtype" in kwargs else {}
