@@ -258,7 +258,7 @@ def turned(hidden, heads, base):
     return (x * cos + halves * sin).reshape(hidden.shape)
 
 
-@pytest.mark.parametrize("case", ROTARY)
+@pytest.mark.parametrize("case", slow_unless({"wav2vec2-conformer:rotary"}, ROTARY))
 def test_the_rotary_attention_turns_the_hidden_states_as_transformers(case):
     # Wav2Vec2-Conformer's, Wav2Vec2-BERT's and SeamlessM4T's `position_embeddings_type="rotary"`:
     # the queries and keys are projections of the turned hidden states, the values of the plain.
