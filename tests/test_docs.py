@@ -129,3 +129,11 @@ if __name__ == "__main__":
         error = run_page(pathlib.Path(path))
         report = {"page": path, "error": error, "seconds": round(time.perf_counter() - start, 1)}
         print(json.dumps(report), flush=True)
+
+
+def test_the_version_is_the_changelogs_newest_release():
+    import tf_posenc
+
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    releases = re.findall(r"^## (\d+\.\d+\.\d+) — \d{4}-\d{2}-\d{2}$", text, re.MULTILINE)
+    assert releases[0] == tf_posenc.__version__

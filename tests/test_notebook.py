@@ -25,8 +25,15 @@ WRONG_ANSWERS = {
         "def move(row, k):\n    return rows16[17]",  # the lookup the task forbids: right at one row only
         "def move(row, k):\n    return tf_posenc.shift_matrix(-k, 16) @ row",  # the wrong way round
     ],
-    "alibi6": ["alibi6 = tf_posenc.AlibiBias(num_heads=8).bias(np.arange(5), np.arange(5)).numpy()[0, :6]"],
-    "ntk_base": ["ntk_base = 10000 * 4.0"],
+    "alibi": [
+        # a power of two's slopes, cut to the head count: right for 8 heads and 4, wrong for 6
+        "def alibi(num_heads, length):\n    positions = np.arange(length)\n"
+        "    return tf_posenc.AlibiBias(num_heads=8).bias(positions, positions).numpy()[0, :num_heads]",
+    ],
+    "ntk_base": [
+        "def ntk_base(d, base, s):\n    return base * s",  # the base scaled like the frequencies
+        "def ntk_base(d, base, s):\n    return 10000 * 4.0 ** (128 / 126)",  # the one case's number
+    ],
     "rope": [
         "def rope(x, position):\n    return x",  # turns nothing
         # each feature scaled by its pair's cosine, the sine's part left out
@@ -34,9 +41,9 @@ WRONG_ANSWERS = {
         "    return x * np.cos(position * 10000 ** -(np.arange(d) // 2 * 2 / d))",
     ],
     "rotate_pairs": ["rotate_pairs = lambda x: np.concatenate([-x[..., 4:], x[..., :4]], axis=-1)"],
-    "mixed_accuracy": [
-        "mixed_accuracy = dict.fromkeys(evaluations, 0.5)",
-        "first_position_without_a_row = 31",
+    "mixed": [
+        "mixed = OrderClassifier('learned')",  # untrained: a coin flip on the far set
+        "mixed = dict.fromkeys(evaluations, 0.9)",  # numbers typed in, not a model
     ],
 }
 # A task's solution: the code of the first folded `<details>` block after its check.

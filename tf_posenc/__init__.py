@@ -9,7 +9,7 @@ own weights (`tf_posenc.hf` names those readers in one place). The public names 
 API pages: added, rotary, attention, positions, plotting.
 """
 
-__version__ = "0.7.0"
+__version__ = "0.8.0"
 
 import os
 
