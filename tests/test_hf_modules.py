@@ -16,7 +16,7 @@ from fingerprints import MODULE_POSITIONS, module_input, module_weights
 from helpers import slow_unless
 
 import tf_posenc
-from tf_posenc import _hf_attention, _hf_config, _hf_defaults, _hf_encoder_defaults
+from tf_posenc import _hf_attention, _hf_config, _hf_defaults, _hf_encoder_defaults, _hf_module_defaults
 
 PRINTED = json.loads((pathlib.Path(__file__).parent / "transformers_modules_5_25.json").read_text())
 TYPES = PRINTED["types"]
@@ -373,3 +373,23 @@ def test_differential_attention_is_checked_in_the_constructor(arguments, words):
     arguments = {"head_dim": 8, "num_query_heads": 4, "num_key_value_heads": 2, **arguments}
     with pytest.raises(ValueError, match=words):
         tf_posenc.GroupQueryAttention(**arguments)
+
+
+def test_every_key_a_read_module_reads_is_accounted_for():
+    # The keys printed from each type's attention classes (`MODULE_READS`): a type read here
+    # accounts for every one (read, or why it leaves the output alone), so that a key added by the
+    # next transformers release is a refusal, not a wrong number.
+    read = {model_type(name) for name, _ in ACCEPTED_NAMES}
+    assert read <= set(_hf_module_defaults.MODULE_READS)
+    assert {
+        name: _hf_attention.unaccounted(name) for name in sorted(read) if _hf_attention.unaccounted(name)
+    } == {}
+
+
+def test_a_key_no_record_accounts_for_is_refused(monkeypatch):
+    reads = dict(_hf_module_defaults.MODULE_READS)
+    reads["llama"] = (*reads["llama"], "value_multiplier")  # a key a new release might read
+    monkeypatch.setattr(_hf_module_defaults, "MODULE_READS", reads)
+    config = {"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1}
+    with pytest.raises(ValueError, match=r"model_type='llama'.*does not account for: 'value_multiplier'"):
+        tf_posenc.GroupQueryAttention.from_hf_config(config, 0)

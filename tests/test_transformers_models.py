@@ -402,3 +402,27 @@ def test_a_derived_head_dim_follows_the_configs_sizes(model_type):
         entry for entry in hf_attention_layers({**sized, "num_hidden_layers": 3}) if entry.self_attention
     ]
     assert attending[0].scaling == pytest.approx(24**-0.5)
+
+
+# Which layers of a six-layer Cohere2-MoE rotate, as transformers 5.25.0's `Cohere2MoeAttention`
+# builds them (`sliding_window is not None or force_rope`, printed for these configs): a dense
+# full layer rotates while `prefix_dense_sliding_window_pattern` is 1.
+COHERE2_MOE_ROTATING = [
+    ({"first_k_dense_replace": 2}, [True, True, True, True, True, False]),
+    (
+        {"first_k_dense_replace": 2, "prefix_dense_sliding_window_pattern": 2},
+        [True, False, True, True, True, False],
+    ),
+    ({"mlp_layer_types": ["sparse", "sparse", "sparse", "dense", "sparse", "sparse"]}, [True] * 6),
+    ({}, [True, True, True, False, True, True]),
+]
+
+
+@pytest.mark.parametrize(
+    "given, rotating",
+    COHERE2_MOE_ROTATING,
+    ids=["dense-prefix", "prefix-pattern-2", "dense-full-layer", "default"],
+)
+def test_cohere2_moes_dense_full_layers_rotate_as_its_modules_do(given, rotating):
+    plan = hf_attention_layers({"model_type": "cohere2_moe", "num_hidden_layers": 6, **given})
+    assert [layer.rope is not None for layer in plan] == rotating

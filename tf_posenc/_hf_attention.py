@@ -313,6 +313,101 @@ FAMILIES = {
 }
 
 
+_PLAN = "read by the plan (`hf_attention_layers`)"
+_DROPOUT = "dropout, off at inference"
+_RECORD = "read by the module's record"
+# Every config key that a read type's attention module reads in its code (`MODULE_READS`,
+# printed from transformers 5.25), and how tf_posenc accounts for it. `module_record` refuses a
+# type whose module reads a key missing here, so that a new key is an error, not a wrong number.
+ACCOUNTED = {
+    **dict.fromkeys(
+        ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim"), "read: the sizes"
+    ),
+    **dict.fromkeys(("d_model", "n_heads", "kv_n_heads", "attn_config"), "read: DBRX's names of the sizes"),
+    **dict.fromkeys(
+        (
+            "layer_types",
+            "sliding_window",
+            "sliding_window_pattern",
+            "use_sliding_window",
+            "rope_parameters",
+            "rope_theta",
+            "partial_rotary_factor",
+            "rotary_dim",
+            "no_rope_layers",
+            "query_pre_attn_scalar",
+            "attention_multiplier",
+            "attn_scale",
+            "attn_temperature_tuning",
+            "floor_scale",
+            "kv_sharing_modes",
+            "use_bidirectional_attention",
+            "prefix_dense_sliding_window_pattern",
+            "mlp_layer_types",
+        ),
+        _PLAN,
+    ),  # fmt: skip
+    **dict.fromkeys(
+        (
+            "attention_bias",
+            "attention_out_bias",
+            "bias",
+            "qkv_bias",
+            "use_bias",
+            "use_qkv_bias",
+            "clip_qkv",
+            "qk_layernorm",
+            "qk_norm_type",
+            "use_qk_norm",
+            "rms_norm_eps",
+            "layer_norm_eps",
+            "norm_eps",
+            "attn_logit_softcapping",
+            "gating",
+            "use_attention_gate",
+            "global_attention_scale",
+            "key_multiplier",
+            "multi_query",
+            "new_decoder_architecture",
+            "num_kv_heads",
+            "attention_k_eq_v",
+            "per_layer_config",
+            "num_attention_heads_per_layer",
+            "v_head_dim",
+            "attention_value_scale",
+        ),
+        _RECORD,
+    ),  # fmt: skip
+    **dict.fromkeys(
+        (
+            "attention_dropout",
+            "attention_probs_dropout_prob",
+            "attn_pdrop",
+            "resid_pdrop",
+            "residual_dropout",
+            "hidden_dropout",
+            "dropout",
+        ),
+        _DROPOUT,
+    ),  # fmt: skip
+    "_attn_implementation": "transformers' choice of attention kernel, the same softmax",
+    "deterministic_flash_attn": "a flash-attention kernel's determinism, the same softmax",
+    "lambda_std_dev": "DiffLlama's initial lambda weights, which a checkpoint replaces",
+    "alibi": "Falcon's ALiBi, which the plan refuses (`no_rotation`)",
+    "max_position_embeddings": "the length of a rotary cache (Chameleon's, Falcon's), not its values",
+    "max_seq_len": "DBRX's longest input, not a value of its module",
+    "model_parallel_size": "Chameleon's, stored by its module and never used",
+    "kv_source_layers": "Kolibri 1.1's: only its indexed layers (refused) read another layer's keys",
+    "num_codebooks": "Moshi's depth decoder's per-codebook projections, not the decoder's modules read here",
+    "vision_config": "IDEFICS's cross-attention widths, not its self-attention's",
+}
+
+
+def unaccounted(model_type):
+    """The config keys the model type's attention module reads that `ACCOUNTED` lacks."""
+    return sorted(set(_hf_module_defaults.MODULE_READS.get(model_type, ())) - set(ACCOUNTED))
+
+
 def family(model_type):
     return FAMILIES.get(model_type, Family())
 
@@ -416,6 +511,10 @@ def module_record(config, heads, kv_heads, head_dim, layer, layer_type=None, lay
         )
     record = family(model_type)
     refused = record.refused or (record.refused_unrotated if layer.rope is None else None)
+    unread = unaccounted(model_type)
+    if refused is None and unread:
+        unread = ", ".join(map(repr, unread))
+        refused = f"config keys its module reads that tf_posenc does not account for: {unread}"
     if refused is not None:
         raise ValueError(
             f"The attention module of model_type={model_type!r} needs a mechanism `GroupQueryAttention` "

@@ -1268,13 +1268,31 @@ def _rotating_layers(config, types, parameters):
         *unrotated,
         *(kind for kind in _nested_layer_types(config, parameters) if parameters[kind] is None),
     )
+    forced = _forced_rope_layers(config, len(types))
     rotating = []
     for index, kind in enumerate(types):
         rotates = not (sliding_only and kind not in _SLIDING_TYPES) and kind not in unrotated
         if thetas is not None and not thetas[index]:
             rotates = False
-        rotating.append(int(rotates))
+        rotating.append(int(rotates or index in forced))
     return rotating
+
+
+def _forced_rope_layers(config, count):
+    """Cohere2-MoE's full layers that rotate all the same: its module's `force_rope`, a layer
+    whose MLP is dense while `prefix_dense_sliding_window_pattern` is 1 (transformers 5.25's
+    `Cohere2MoeAttention`); its config class derives the dense layers from `first_k_dense_replace`
+    where `mlp_layer_types` is not given."""
+    if (
+        config.get("model_type") != "cohere2_moe"
+        or (config.get("prefix_dense_sliding_window_pattern") or 1) != 1
+    ):
+        return set()
+    mlp = config.get("mlp_layer_types")
+    if mlp is None:
+        dense = config.get("first_k_dense_replace") or 0
+        mlp = ["dense" if index < dense else "sparse" for index in range(count)]
+    return {index for index, kind in enumerate(mlp) if kind == "dense"}
 
 
 def is_latent_attention(config):

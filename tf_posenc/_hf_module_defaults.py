@@ -893,3 +893,702 @@ LAYER_MODULES = {
         "sliding_attention": {"kv_heads_factor": 2, "sinks": True},
     }
 }
+
+# The config keys each type's self-attention modules read in their code (`config.x`,
+# `getattr(config, "x")`), which `_hf_attention.ACCOUNTED` must account for.
+# fmt: off
+MODULE_READS = {
+    "afmoe": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'sliding_window',
+    ),
+    "apertus": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "apertus1p5_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "arcee": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "aria_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "axk1": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'kv_lora_rank',
+        'num_attention_heads', 'num_key_value_heads', 'q_lora_rank', 'qk_nope_head_dim',
+        'qk_rope_head_dim', 'rope_interleave', 'rope_parameters', 'v_head_dim',
+    ),
+    "axk2": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'kv_lora_rank',
+        'num_attention_heads', 'num_key_value_heads', 'q_lora_rank', 'qk_nope_head_dim',
+        'qk_rope_head_dim', 'rope_parameters', 'v_head_dim',
+    ),
+    "bailing_hybrid": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'kv_lora_rank',
+        'num_attention_heads', 'num_key_value_heads', 'q_lora_rank', 'qk_nope_head_dim',
+        'qk_rope_head_dim', 'rope_parameters', 'v_head_dim',
+    ),
+    "bamba": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "beam": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'sliding_window',
+    ),
+    "bitnet": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "chameleon": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size',
+        'max_position_embeddings', 'model_parallel_size', 'num_attention_heads', 'num_key_value_heads',
+    ),
+    "codegen": (
+        '_attn_implementation', 'attn_pdrop', 'hidden_size', 'num_attention_heads', 'resid_pdrop',
+        'rotary_dim',
+    ),
+    "cohere": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_norm_eps', 'num_attention_heads', 'num_key_value_heads', 'use_qk_norm',
+    ),
+    "cohere2": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'sliding_window',
+    ),
+    "cohere2_moe": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'mlp_layer_types', 'num_attention_heads', 'num_key_value_heads',
+        'prefix_dense_sliding_window_pattern', 'sliding_window',
+    ),
+    "cohere_compass_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'sliding_window',
+    ),
+    "cosmos3_edge_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "cwm": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'layer_types',
+        'num_attention_heads', 'num_key_value_heads', 'sliding_window',
+    ),
+    "dbrx": (
+        '_attn_implementation', 'attn_config', 'attn_pdrop', 'clip_qkv', 'd_model', 'kv_n_heads',
+        'max_seq_len', 'n_heads', 'rope_theta',
+    ),
+    "deepseek_ocr2_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "deepseek_v2": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'kv_lora_rank',
+        'num_attention_heads', 'num_key_value_heads', 'q_lora_rank', 'qk_nope_head_dim',
+        'qk_rope_head_dim', 'rope_parameters', 'v_head_dim',
+    ),
+    "deepseek_v3": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'kv_lora_rank',
+        'num_attention_heads', 'num_key_value_heads', 'q_lora_rank', 'qk_nope_head_dim',
+        'qk_rope_head_dim', 'rope_interleave', 'rope_parameters', 'v_head_dim',
+    ),
+    "deepseek_v32": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'kv_lora_rank',
+        'num_attention_heads', 'num_key_value_heads', 'q_lora_rank', 'qk_nope_head_dim',
+        'qk_rope_head_dim', 'rope_parameters', 'v_head_dim',
+    ),
+    "deepseek_v4": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'layer_types',
+        'num_attention_heads', 'o_groups', 'o_lora_rank', 'q_lora_rank', 'rms_norm_eps',
+        'sliding_window',
+    ),
+    "diffllama": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'lambda_std_dev', 'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "diffusion_gemma_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'per_layer_config', 'rms_norm_eps',
+        'sliding_window', 'use_bidirectional_attention',
+    ),
+    "doge": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'keep_window_size', 'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "dory": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'initializer_range', 'layer_types', 'num_attention_heads', 'num_key_value_heads',
+        'sliding_window',
+    ),
+    "dots1": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'sliding_window',
+    ),
+    "emu3_text_model": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "ergo": (
+        '_attn_implementation', 'global_attention_scale', 'hidden_size', 'layer_types',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'sliding_window',
+    ),
+    "ernie4_5": (
+        '_attn_implementation', 'head_dim', 'hidden_size', 'num_attention_heads', 'num_key_value_heads',
+        'use_bias',
+    ),
+    "ernie4_5_moe": (
+        '_attn_implementation', 'head_dim', 'hidden_size', 'num_attention_heads', 'num_key_value_heads',
+        'use_bias',
+    ),
+    "evolla": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "exaone": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "exaone4": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'layer_types',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'sliding_window',
+        'sliding_window_pattern',
+    ),
+    "exaone_moe": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'layer_types',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'sliding_window',
+        'sliding_window_pattern',
+    ),
+    "falcon": (
+        '_attn_implementation', 'alibi', 'attention_dropout', 'bias', 'hidden_dropout', 'hidden_size',
+        'max_position_embeddings', 'multi_query', 'new_decoder_architecture', 'num_attention_heads',
+        'num_kv_heads',
+    ),
+    "falcon_h1": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'key_multiplier', 'num_attention_heads', 'num_key_value_heads',
+    ),
+    "flex_olmo": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "flint": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'sliding_window',
+    ),
+    "gemma": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'use_bidirectional_attention',
+    ),
+    "gemma2": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'attn_logit_softcapping',
+        'head_dim', 'hidden_size', 'layer_types', 'num_attention_heads', 'num_key_value_heads',
+        'query_pre_attn_scalar', 'sliding_window', 'use_bidirectional_attention',
+    ),
+    "gemma3_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'attn_logit_softcapping',
+        'head_dim', 'hidden_size', 'layer_types', 'num_attention_heads', 'num_key_value_heads',
+        'query_pre_attn_scalar', 'rms_norm_eps', 'sliding_window', 'use_bidirectional_attention',
+    ),
+    "gemma3n_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'kv_sharing_modes', 'layer_types', 'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+        'sliding_window',
+    ),
+    "gemma4_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'attention_k_eq_v', 'head_dim',
+        'hidden_size', 'kv_sharing_modes', 'layer_types', 'num_attention_heads', 'num_key_value_heads',
+        'per_layer_config', 'rms_norm_eps', 'sliding_window', 'use_bidirectional_attention',
+    ),
+    "gemma4_unified_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'attention_k_eq_v', 'head_dim',
+        'hidden_size', 'kv_sharing_modes', 'layer_types', 'num_attention_heads', 'num_key_value_heads',
+        'per_layer_config', 'rms_norm_eps', 'sliding_window', 'use_bidirectional_attention',
+    ),
+    "glm": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "glm4": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "glm4_moe": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'rope_parameters', 'use_qk_norm',
+    ),
+    "glm4_moe_lite": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'kv_lora_rank',
+        'num_attention_heads', 'num_key_value_heads', 'q_lora_rank', 'qk_nope_head_dim',
+        'qk_rope_head_dim', 'rope_interleave', 'rope_parameters', 'v_head_dim',
+    ),
+    "glm4v_moe_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rope_parameters',
+    ),
+    "glm4v_text": (
+        '_attn_implementation', 'attention_dropout', 'hidden_size', 'num_attention_heads',
+        'num_key_value_heads', 'rope_parameters',
+    ),
+    "glm5_next_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'indexer_types',
+        'kv_lora_rank', 'num_attention_heads', 'num_key_value_heads', 'q_lora_rank', 'qk_nope_head_dim',
+        'qk_rope_head_dim', 'rms_norm_eps', 'v_head_dim',
+    ),
+    "glm_moe_dsa": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'indexer_types',
+        'kv_lora_rank', 'num_attention_heads', 'num_key_value_heads', 'q_lora_rank', 'qk_nope_head_dim',
+        'qk_rope_head_dim', 'rope_parameters', 'v_head_dim',
+    ),
+    "glm_ocr_text": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'num_attention_heads',
+        'num_key_value_heads', 'rope_parameters',
+    ),
+    "gpt_neox": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size',
+        'num_attention_heads', 'rope_parameters',
+    ),
+    "gpt_neox_japanese": (
+        'attention_dropout', 'hidden_size', 'num_attention_heads', 'rope_parameters',
+    ),
+    "gpt_oss": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'sliding_window',
+    ),
+    "gptj": (
+        '_attn_implementation', 'attn_pdrop', 'hidden_size', 'num_attention_heads', 'resid_pdrop',
+        'rotary_dim',
+    ),
+    "granite": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'attention_multiplier',
+        'head_dim', 'hidden_size', 'num_attention_heads', 'num_key_value_heads',
+    ),
+    "granite4_vision_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'attention_multiplier',
+        'head_dim', 'hidden_size', 'num_attention_heads', 'num_key_value_heads',
+    ),
+    "granite_docling_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'attention_multiplier',
+        'head_dim', 'hidden_size', 'num_attention_heads', 'num_key_value_heads',
+    ),
+    "granite_swa": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'attention_multiplier',
+        'head_dim', 'hidden_size', 'layer_types', 'num_attention_heads', 'num_key_value_heads',
+        'sliding_window',
+    ),
+    "granitemoe": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'attention_multiplier',
+        'head_dim', 'hidden_size', 'num_attention_heads', 'num_key_value_heads',
+    ),
+    "granitemoe_swa": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'attention_multiplier',
+        'head_dim', 'hidden_size', 'layer_types', 'num_attention_heads', 'num_key_value_heads',
+        'sliding_window',
+    ),
+    "granitemoehybrid": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'attention_multiplier',
+        'head_dim', 'hidden_size', 'num_attention_heads', 'num_key_value_heads',
+    ),
+    "granitemoeshared": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'attention_multiplier',
+        'head_dim', 'hidden_size', 'num_attention_heads', 'num_key_value_heads',
+    ),
+    "helium": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "hrm_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads',
+    ),
+    "hunyuan_v1_dense": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "hunyuan_v1_moe": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "hy_v3": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "hy_v4": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'indexer_types',
+        'kv_lora_rank', 'learnable_sink_init', 'num_attention_heads', 'num_key_value_heads',
+        'q_lora_rank', 'qk_nope_head_dim', 'qk_rope_head_dim', 'rope_parameters', 'v_head_dim',
+    ),
+    "hy_v4_vl_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'indexer_types',
+        'kv_lora_rank', 'learnable_sink_init', 'num_attention_heads', 'num_key_value_heads',
+        'q_lora_rank', 'qk_nope_head_dim', 'qk_rope_head_dim', 'rms_norm_eps', 'rope_parameters',
+        'v_head_dim',
+    ),
+    "hyperclovax": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'attention_multiplier',
+        'head_dim', 'hidden_size', 'num_attention_heads', 'num_key_value_heads',
+    ),
+    "idefics": (
+        '_attn_implementation', 'rms_norm_eps', 'vision_config',
+    ),
+    "inkling2_text": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'layer_types',
+        'num_attention_heads', 'num_key_value_heads', 'rel_extent', 'sliding_window_size',
+        'swa_head_dim', 'swa_num_attention_heads', 'swa_num_key_value_heads',
+    ),
+    "internlm3": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "iquestcoder": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "jais2": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "jetmoe": (
+        '_attn_implementation', 'attention_dropout', 'hidden_size', 'kv_channels',
+        'num_attention_heads', 'num_experts_per_tok', 'num_key_value_heads',
+    ),
+    "kolibri1": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'layer_types',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'sliding_window',
+    ),
+    "kolibri1_1": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'kv_sharing_modes',
+        'kv_source_layers', 'layer_types', 'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+        'sliding_window',
+    ),
+    "kyutai_speech_to_text": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'num_attention_heads',
+        'num_codebooks', 'num_key_value_heads',
+    ),
+    "laguna": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'gating', 'head_dim',
+        'hidden_size', 'layer_types', 'num_attention_heads', 'num_attention_heads_per_layer',
+        'num_key_value_heads', 'rms_norm_eps', 'sliding_window',
+    ),
+    "lara_mini": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'sliding_window',
+    ),
+    "lfm2": (
+        '_attn_implementation', 'head_dim', 'hidden_size', 'norm_eps', 'num_attention_heads',
+        'num_key_value_heads',
+    ),
+    "lfm2_moe": (
+        '_attn_implementation', 'head_dim', 'hidden_size', 'norm_eps', 'num_attention_heads',
+        'num_key_value_heads',
+    ),
+    "lfm3": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'sliding_window',
+        'use_attention_gate',
+    ),
+    "llama": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "llama4_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'attn_scale',
+        'attn_temperature_tuning', 'floor_scale', 'head_dim', 'hidden_size', 'no_rope_layers',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'use_qk_norm',
+    ),
+    "longcat_flash": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'kv_lora_rank',
+        'num_attention_heads', 'num_key_value_heads', 'q_lora_rank', 'qk_head_dim', 'qk_nope_head_dim',
+        'qk_rope_head_dim', 'rope_parameters', 'v_head_dim',
+    ),
+    "mellum": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'sliding_window',
+    ),
+    "mimo_v2_flash": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'attention_value_scale',
+        'head_dim', 'hidden_size', 'layer_types', 'num_attention_heads', 'num_key_value_heads',
+        'sliding_window', 'v_head_dim',
+    ),
+    "minicpm3": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'kv_lora_rank',
+        'num_attention_heads', 'num_key_value_heads', 'q_lora_rank', 'qk_nope_head_dim',
+        'qk_rope_head_dim', 'rope_parameters', 'v_head_dim',
+    ),
+    "minicpm5_moe": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "minimax": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'num_attention_heads',
+        'num_key_value_heads', 'sliding_window',
+    ),
+    "minimax_m2": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'num_attention_heads',
+        'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "minimax_m3_vl_text": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'layer_types',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "ministral": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'layer_types',
+        'num_attention_heads', 'num_key_value_heads', 'sliding_window',
+    ),
+    "ministral3": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'num_attention_heads',
+        'num_key_value_heads', 'rope_parameters', 'sliding_window',
+    ),
+    "mistral": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'num_attention_heads',
+        'num_key_value_heads', 'sliding_window',
+    ),
+    "mistral4": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'kv_lora_rank',
+        'num_attention_heads', 'num_key_value_heads', 'q_lora_rank', 'qk_nope_head_dim',
+        'qk_rope_head_dim', 'rope_interleave', 'rope_parameters', 'v_head_dim',
+    ),
+    "mistral_large4_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'indexer_types',
+        'kv_lora_rank', 'kv_sharing_modes', 'no_rope_layers', 'num_attention_heads',
+        'num_key_value_heads', 'qk_nope_head_dim', 'qk_rope_head_dim', 'rms_norm_eps',
+        'rope_parameters', 'v_head_dim',
+    ),
+    "mixtral": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'num_attention_heads',
+        'num_key_value_heads', 'sliding_window',
+    ),
+    "mllama_text_model": (
+        '_attn_implementation', 'dropout', 'hidden_size', 'num_attention_heads', 'num_key_value_heads',
+    ),
+    "modernbert-decoder": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'layer_types',
+        'num_attention_heads', 'sliding_window',
+    ),
+    "molmo2_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'qk_norm_type', 'rms_norm_eps',
+    ),
+    "moshi": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'num_attention_heads',
+        'num_codebooks', 'num_key_value_heads',
+    ),
+    "muse_glimmer_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'qk_scale_factor', 'rms_norm_eps',
+        'sliding_window',
+    ),
+    "muse_spark_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'qk_scale_factor', 'rms_norm_eps',
+        'sliding_window',
+    ),
+    "nanochat": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "nemotron": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rope_parameters',
+    ),
+    "olmo": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'clip_qkv', 'head_dim',
+        'hidden_size', 'num_attention_heads', 'num_key_value_heads',
+    ),
+    "olmo2": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "olmo3": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'sliding_window',
+    ),
+    "olmo_hybrid": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "olmoe": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'clip_qkv', 'head_dim',
+        'hidden_size', 'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'sliding_window',
+    ),
+    "paddleocr_vl_text": (
+        '_attn_implementation', 'head_dim', 'hidden_size', 'layer_types', 'num_attention_heads',
+        'num_key_value_heads', 'rope_parameters', 'sliding_window', 'use_bias',
+    ),
+    "param2moe": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'rope_parameters', 'use_qk_norm',
+    ),
+    "persimmon": (
+        '_attn_implementation', 'attention_dropout', 'hidden_size', 'layer_norm_eps',
+        'num_attention_heads', 'partial_rotary_factor', 'qk_layernorm', 'rope_parameters',
+    ),
+    "phi": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'layer_norm_eps',
+        'num_attention_heads', 'num_key_value_heads', 'partial_rotary_factor', 'qk_layernorm',
+        'rope_parameters',
+    ),
+    "phi3": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'num_attention_heads',
+        'num_key_value_heads', 'sliding_window',
+    ),
+    "phi4_multimodal": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'num_attention_heads',
+        'num_key_value_heads', 'sliding_window',
+    ),
+    "phimoe": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "qwen2": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'layer_types',
+        'num_attention_heads', 'num_key_value_heads', 'sliding_window',
+    ),
+    "qwen2_5_omni_text": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'layer_types',
+        'num_attention_heads', 'num_key_value_heads', 'rope_parameters', 'sliding_window',
+    ),
+    "qwen2_5_vl_text": (
+        '_attn_implementation', 'attention_dropout', 'hidden_size', 'layer_types',
+        'num_attention_heads', 'num_key_value_heads', 'rope_parameters', 'sliding_window',
+    ),
+    "qwen2_moe": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'layer_types',
+        'num_attention_heads', 'num_key_value_heads', 'qkv_bias', 'sliding_window',
+    ),
+    "qwen2_vl_text": (
+        '_attn_implementation', 'attention_dropout', 'hidden_size', 'layer_types',
+        'num_attention_heads', 'num_key_value_heads', 'rope_parameters', 'sliding_window',
+    ),
+    "qwen3": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'sliding_window',
+    ),
+    "qwen3_5_moe_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "qwen3_5_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "qwen3_moe": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'sliding_window',
+    ),
+    "qwen3_next": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "qwen3_omni_moe_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "qwen3_vl_moe_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "qwen3_vl_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "qwen4_exp_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps',
+    ),
+    "recurrent_gemma": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'sliding_window',
+    ),
+    "sarvam_mla": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'kv_lora_rank',
+        'num_attention_heads', 'num_key_value_heads', 'q_lora_rank', 'qk_nope_head_dim',
+        'qk_rope_head_dim', 'rope_interleave', 'rope_parameters', 'v_head_dim',
+    ),
+    "sarvam_moe": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads', 'rms_norm_eps', 'rope_parameters', 'use_qk_norm',
+    ),
+    "seed_oss": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'attention_out_bias', 'head_dim',
+        'hidden_size', 'num_attention_heads', 'num_key_value_heads', 'residual_dropout',
+    ),
+    "smollm3": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'no_rope_layers', 'num_attention_heads', 'num_key_value_heads', 'sliding_window',
+        'use_sliding_window',
+    ),
+    "solar_open": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "stablelm": (
+        '_attn_implementation', 'attention_dropout', 'hidden_size', 'layer_norm_eps',
+        'num_attention_heads', 'num_key_value_heads', 'partial_rotary_factor', 'qk_layernorm',
+        'rope_parameters', 'use_qkv_bias',
+    ),
+    "starcoder2": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'num_attention_heads',
+        'num_key_value_heads', 'residual_dropout', 'sliding_window', 'use_bias',
+    ),
+    "step3p5": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'gating', 'head_dim',
+        'hidden_size', 'layer_types', 'num_attention_heads', 'num_attention_heads_per_layer',
+        'num_key_value_heads', 'query_pre_attn_scalar', 'rms_norm_eps', 'sliding_window',
+    ),
+    "unlimited_ocr_text": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "vaultgemma": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'attn_logit_softcapping',
+        'head_dim', 'hidden_size', 'layer_types', 'num_attention_heads', 'num_key_value_heads',
+        'query_pre_attn_scalar', 'sliding_window',
+    ),
+    "voxtral_realtime_text": (
+        '_attn_implementation', 'attention_dropout', 'head_dim', 'hidden_size', 'num_attention_heads',
+        'num_key_value_heads', 'sliding_window',
+    ),
+    "youtu": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'hidden_size', 'kv_lora_rank',
+        'num_attention_heads', 'num_key_value_heads', 'q_lora_rank', 'qk_nope_head_dim',
+        'qk_rope_head_dim', 'rope_interleave', 'rope_parameters', 'v_head_dim',
+    ),
+    "zamba2": (
+        '_attn_implementation', 'adapter_rank', 'attention_dropout', 'attention_hidden_size',
+        'head_dim', 'hidden_size', 'hybrid_layer_ids', 'num_attention_heads', 'num_key_value_heads',
+        'num_mem_blocks', 'use_mem_rope', 'use_shared_attention_adapter',
+    ),
+    "zaya": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'sliding_window',
+    ),
+    "eurobert": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'num_attention_heads', 'num_key_value_heads',
+    ),
+    "gte": (
+        '_attn_implementation', 'attention_probs_dropout_prob', 'head_dim', 'hidden_size',
+        'num_attention_heads',
+    ),
+    "jina_embeddings_v3": (
+        '_attn_implementation', 'attention_probs_dropout_prob', 'head_dim', 'hidden_size',
+        'num_attention_heads',
+    ),
+    "modernbert": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'deterministic_flash_attn',
+        'hidden_size', 'layer_types', 'num_attention_heads', 'sliding_window',
+    ),
+    "nomic_bert": (
+        '_attn_implementation', 'attention_probs_dropout_prob', 'head_dim', 'hidden_size',
+        'num_attention_heads',
+    ),
+    "ultrabert": (
+        '_attn_implementation', 'attention_bias', 'attention_dropout', 'head_dim', 'hidden_size',
+        'layer_types', 'num_attention_heads', 'num_key_value_heads', 'sliding_window',
+    ),
+}
+# fmt: on
