@@ -393,3 +393,17 @@ def test_a_key_no_record_accounts_for_is_refused(monkeypatch):
     config = {"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1}
     with pytest.raises(ValueError, match=r"model_type='llama'.*does not account for: 'value_multiplier'"):
         tf_posenc.GroupQueryAttention.from_hf_config(config, 0)
+
+
+def test_differential_attention_without_a_rope_is_not_keras_own_call():
+    # No position argument at all: the call still combines the paired heads.
+    layer = tf_posenc.GroupQueryAttention(8, 4, 2, differential=0.2, dtype="float64")
+    plain = tf_posenc.GroupQueryAttention(8, 4, 2, dtype="float64")
+    x = np.random.RandomState(4).standard_normal((1, 3, 16))
+    layer(x, x)
+    plain(x, x)
+    plain.set_weights(
+        [w for w in layer.get_weights() if w.ndim != 1 or w.shape != (8,)][: len(plain.weights)]
+    )
+    ours = keras.ops.convert_to_numpy(layer(x, x))
+    assert np.abs(ours - keras.ops.convert_to_numpy(plain(x, x))).max() > 1e-3

@@ -414,7 +414,10 @@ class PositionedAttentionMixin:
         return self._scale_default
 
     def _positions_in_use(self):
-        return any(getattr(self, name) not in (None, False) for name in _POSITION_ARGUMENTS)
+        """Whether a call needs this module's route rather than Keras's own: a position argument,
+        or differential attention (whose heads Keras's call does not combine)."""
+        in_use = any(getattr(self, name) not in (None, False) for name in _POSITION_ARGUMENTS)
+        return in_use or self.differential is not None
 
     def _build_positions(self):
         """Builds the position layers' weights with the layer's (they are its weights)."""
@@ -880,6 +883,10 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
         gate_activation: String: the activation of Keras's output gate (`use_gate`), a Keras
             activation's name: Keras's `"sigmoid"`, or Laguna's `"softplus"`. Defaults to
             `"sigmoid"`.
+        rotate_inputs: Boolean: the `rope` turns the query and key inputs, viewed as
+            `num_heads` heads, before their projections, not the projected queries and keys
+            (Wav2Vec2-Conformer's `position_embeddings_type="rotary"`); the value input does
+            not turn, and the layer takes no cache. Defaults to `False`.
         differential: Optional number in [0, 1): differential attention's `lambda_init`
             (DiffLlama's, `0.8 - 0.6 * exp(-0.3 * layer_index)`). The heads pair up, `h` with
             `h + num_heads / 2`: both attend with the same weights over the value heads' two
@@ -887,10 +894,6 @@ class MultiHeadAttention(PositionedAttentionMixin, keras.layers.MultiHeadAttenti
             second, lambda being `exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) +
             lambda_init` (four learned weights of `head_dim`), then `output_norm` over the pair's
             features, times `1 - lambda_init`. Defaults to `None`.
-        rotate_inputs: Boolean: the `rope` turns the query and key inputs, viewed as
-            `num_heads` heads, before their projections, not the projected queries and keys
-            (Wav2Vec2-Conformer's `position_embeddings_type="rotary"`); the value input does
-            not turn, and the layer takes no cache. Defaults to `False`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
