@@ -293,8 +293,8 @@ FAMILIES = {
     "laguna": Family(
         names={**_LLAMA, "gate": "g_proj"}, norm=_QK, gate=_laguna_gate, gate_activation="softplus"
     ),
-    # Mechanisms the layer does not have.
     "diffllama": Family(differential=True),
+    # Mechanisms the layer does not have.
     "doge": _refused("Doge's dynamic mask (a learned bias per key from `dt_proj` and `A`)"),
     "dory": _refused("Dory's learned query-key scales (`sqk`) and gate (`s_gate`)"),
     # Its projections as `nn.Linear` (a checkpoint packed to ternary weights brings `weight_scale`,
@@ -346,7 +346,7 @@ ACCOUNTED = {
             "mlp_layer_types",
         ),
         _PLAN,
-    ),  # fmt: skip
+    ),
     **dict.fromkeys(
         (
             "attention_bias",
@@ -377,7 +377,7 @@ ACCOUNTED = {
             "attention_value_scale",
         ),
         _RECORD,
-    ),  # fmt: skip
+    ),
     **dict.fromkeys(
         (
             "attention_dropout",
@@ -389,7 +389,7 @@ ACCOUNTED = {
             "dropout",
         ),
         _DROPOUT,
-    ),  # fmt: skip
+    ),
     "_attn_implementation": "transformers' choice of attention kernel, the same softmax",
     "deterministic_flash_attn": "a flash-attention kernel's determinism, the same softmax",
     "lambda_std_dev": "DiffLlama's initial lambda weights, which a checkpoint replaces",
