@@ -1279,14 +1279,15 @@ def _rotating_layers(config, types, parameters):
 
 
 def _forced_rope_layers(config, count):
-    """Cohere2-MoE's full layers that rotate all the same: its module's `force_rope`, a layer
-    whose MLP is dense while `prefix_dense_sliding_window_pattern` is 1 (transformers 5.25's
+    """The full layers that rotate all the same, where the attention module reads the dense
+    prefix's pattern and the MLP types (printed `MODULE_READS`): Cohere2-MoE's `force_rope`, a
+    layer whose MLP is dense while `prefix_dense_sliding_window_pattern` is 1 (transformers 5.25's
     `Cohere2MoeAttention`); its config class derives the dense layers from `first_k_dense_replace`
     where `mlp_layer_types` is not given."""
-    if (
-        config.get("model_type") != "cohere2_moe"
-        or (config.get("prefix_dense_sliding_window_pattern") or 1) != 1
-    ):
+    reads = set(_hf_module_defaults.MODULE_READS.get(config.get("model_type"), ()))
+    if not {"prefix_dense_sliding_window_pattern", "mlp_layer_types"} <= reads:
+        return set()
+    if (config.get("prefix_dense_sliding_window_pattern") or 1) != 1:
         return set()
     mlp = config.get("mlp_layer_types")
     if mlp is None:
